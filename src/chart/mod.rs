@@ -1,0 +1,1 @@
+//! Charts (placeholder, being written).

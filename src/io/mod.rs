@@ -1,0 +1,1 @@
+//! Loaders (placeholder, being written).

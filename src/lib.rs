@@ -1,0 +1,35 @@
+//! # kvlab — KV-cache compression you can play with
+//!
+//! kvlab is the numeric core (and, on `wasm32`, the browser driver) of a page where learners
+//! explore KV-cache compression for LLM inference. It follows the note *KV 压缩数学* and its exact
+//! restatement in `math-spec.md`, which split compression into two levers and add them up honestly:
+//!
+//! | note section | formula | implemented by |
+//! |---|---|---|
+//! | 1 budget | `M_KV,final = T_kept x bytes_token + M_meta + M_index` | [`budget::breakdown`] |
+//! | 2.1 symmetric | `scale = max|x| / (2^(b-1)-1)`, `q = round(x/scale)` | [`quant::quantize`] |
+//! | 2.2 bounds | `|x - x_hat| <= scale/2`, `||x - x_hat||^2 <= 1/4 sum scale^2` | [`quant::error_stats`], [`quant::Bounds`] |
+//! | 2.3 asymmetric | `scale = (max-min)/(2^b-1)`, `zp = round(-min/scale)` | [`quant::quantize`] |
+//! | 2.4 `R_quant` | `s_fp / s_q`, and with metadata | [`budget::r_quant`], [`budget::bytes_token_quant`] |
+//! | 3.1 H2O | `score_i = sum_t a[t][i]`, `TopK(score, B-r) ∪ recent` | [`select::cumulative_scores`], [`select::h2o`] |
+//! | 3.2 SnapKV | observation-window scores, pooled, same rule | [`select::observation_scores`], [`select::snapkv`] |
+//! | 3.3 `R_token` | `T_total / T_kept` | [`select::compression_ratio`] |
+//! | 4 `R_overall` | `T_total bytes_fp / (T_kept bytes_q + M_meta + M_index)` | [`budget::breakdown`] |
+//!
+//! The core modules ([`tensor`], [`quant`], [`select`], [`budget`], [`io`], [`synth`]) use no
+//! wasm, DOM or plotting crate and are tested natively. [`chart`] draws prepared view data with
+//! plotters on any backend. `web` (wasm32 only) is the single module that talks to the browser.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod budget;
+pub mod chart;
+pub mod io;
+pub mod quant;
+pub mod select;
+pub mod synth;
+pub mod tensor;
+#[cfg(target_arch = "wasm32")]
+mod web;
+
+pub use tensor::{Matrix, ShapeError};

@@ -1,0 +1,1 @@
+//! Browser driver (placeholder).
