@@ -1,1 +1,869 @@
-//! quant (being written).
+//! Quantization: make each token cheaper (note §2, math-spec §2).
+//!
+//! * symmetric (note §2.1): `scale = max|x| / (2^(b-1) - 1)`, `q = clamp(round(x/scale), -qmax, qmax)`,
+//!   `x_hat = scale * q`;
+//! * asymmetric (note §2.3): `scale = (max - min) / (2^b - 1)`, `zp = round(-min/scale)`,
+//!   `q = clamp(round(x/scale + zp), 0, 2^b - 1)`, `x_hat = scale * (q - zp)`;
+//! * error bounds (note §2.2): `|x - x_hat| <= scale/2` per element and
+//!   `||x - x_hat||^2 <= 1/4 sum_j scale_j^2` per row, reported per group and per row;
+//! * error statistics and the compression ratio with metadata counted (note §2.4).
+//!
+//! `round` is round-half-to-even (numpy's `np.round`). Scales are computed in `f64` and stored
+//! as `f32`; codes are computed in `f64` from the stored `f32` scale, so dequantizing from the
+//! stored metadata gives exactly [`Quantized::dequantize`].
+//!
+//! Two cases the note's formulas leave open are defined here so nothing divides by zero:
+//! * a group whose values all equal `c` (including 0) is stored with `scale = |c|` (0 for
+//!   `c = 0`), codes `±1` (symmetric) or zero point `-sign(c)` (asymmetric), and round-trips
+//!   exactly;
+//! * a scale that would underflow to 0 for tiny non-zero data is raised to the smallest
+//!   positive `f32`, which makes the grid as fine as `f32` itself.
+//!
+//! The note's asymmetric zero point is not clamped to the code range: for one-sided data
+//! (all positive) it is negative. It is kept as `i64`, which holds every value it can take.
+
+use crate::Matrix;
+use thiserror::Error;
+
+/// How the grid is placed around the data (note §2.1 vs §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheme {
+    /// Signed codes in `-qmax..=qmax`, `qmax = 2^(b-1) - 1`, grid centred on 0. `bits` in `2..=16`.
+    Symmetric,
+    /// Unsigned codes in `0..=2^b - 1` with a zero point, grid spans `[min, max]`. `bits` in `1..=16`.
+    Asymmetric,
+}
+
+/// Which elements share one `(scale, zero_point)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Granularity {
+    /// One group per channel (column `j`, over all tokens), optionally split into runs of
+    /// `group_size` tokens. The note's `quantize_per_channel_*`; KIVI's choice for keys.
+    PerChannel,
+    /// One group per token (row), optionally split into runs of `group_size` channels.
+    /// KIVI's choice for values.
+    PerToken,
+    /// One group for the whole tensor (for comparison). Takes no group size.
+    PerTensor,
+}
+
+/// What to quantize with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuantConfig {
+    /// Bit width `b`: `2..=16` symmetric, `1..=16` asymmetric.
+    pub bits: u8,
+    /// Symmetric or asymmetric grid.
+    pub scheme: Scheme,
+    /// Which elements share a scale.
+    pub granularity: Granularity,
+    /// Run length `g` along the grouped axis (tokens for per-channel, channels for per-token);
+    /// `None` = the whole axis. Must be in `1..=axis length`; not allowed for per-tensor.
+    pub group_size: Option<usize>,
+}
+
+impl QuantConfig {
+    /// A per-channel symmetric config with `bits` and no grouping (the note's main formula).
+    pub fn per_channel_symmetric(bits: u8) -> Self {
+        Self {
+            bits,
+            scheme: Scheme::Symmetric,
+            granularity: Granularity::PerChannel,
+            group_size: None,
+        }
+    }
+
+    /// Largest code magnitude: `2^(b-1) - 1` (symmetric) or `2^b - 1` (asymmetric).
+    pub fn qmax(&self) -> i64 {
+        match self.scheme {
+            Scheme::Symmetric => (1i64 << self.bits.saturating_sub(1).min(62)) - 1,
+            Scheme::Asymmetric => (1i64 << self.bits.min(62)) - 1,
+        }
+    }
+
+    /// The valid bit range of this scheme.
+    pub fn bits_range(scheme: Scheme) -> std::ops::RangeInclusive<u8> {
+        match scheme {
+            Scheme::Symmetric => 2..=16,
+            Scheme::Asymmetric => 1..=16,
+        }
+    }
+}
+
+/// Why quantization was refused.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum QuantError {
+    /// Bit width outside the scheme's range. Symmetric needs at least 2 bits (1 bit leaves
+    /// `qmax = 0`: no grid); if unsure use 8.
+    #[error("bits {bits} is out of range: must be in {min}..={max} for {scheme:?} quantization")]
+    Bits {
+        /// The bits asked for.
+        bits: u8,
+        /// The scheme.
+        scheme: Scheme,
+        /// Smallest valid value.
+        min: u8,
+        /// Largest valid value.
+        max: u8,
+    },
+    /// Group size 0 or longer than the axis it splits.
+    #[error("group size {group_size} is out of range: must be in 1..={axis_len} ({axis})")]
+    GroupSize {
+        /// The group size asked for.
+        group_size: usize,
+        /// Length of the grouped axis.
+        axis_len: usize,
+        /// What that axis is ("tokens per channel" or "channels per token").
+        axis: &'static str,
+    },
+    /// A group size was given with per-tensor granularity.
+    #[error("group size {group_size} cannot be used with per-tensor quantization: choose per-channel or per-token, or no group size")]
+    GroupWithPerTensor {
+        /// The group size asked for.
+        group_size: usize,
+    },
+    /// The input holds NaN or an infinity.
+    #[error("value at row {row}, column {col} is {value}: quantization needs finite numbers")]
+    NonFinite {
+        /// Row of the first bad value.
+        row: usize,
+        /// Column of the first bad value.
+        col: usize,
+        /// The value.
+        value: f32,
+    },
+    /// The range of a group is too wide for the bits: the scale overflows `f32`.
+    #[error("group {group} spans {min} to {max}: its scale overflows f32 at {bits} bits; rescale the data (|x| below 1e38)")]
+    RangeOverflow {
+        /// The group index.
+        group: usize,
+        /// Its minimum.
+        min: f32,
+        /// Its maximum.
+        max: f32,
+        /// Bits asked for.
+        bits: u8,
+    },
+}
+
+/// Layout of groups over a `rows x cols` tensor: which group each element belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLayout {
+    rows: usize,
+    cols: usize,
+    granularity: Granularity,
+    group_size: usize,
+    blocks: usize,
+}
+
+impl GroupLayout {
+    /// Validates `config` against a `rows x cols` shape and returns the layout.
+    pub fn new(rows: usize, cols: usize, config: &QuantConfig) -> Result<Self, QuantError> {
+        let (axis_len, axis) = match config.granularity {
+            Granularity::PerChannel => (rows, "tokens per channel"),
+            Granularity::PerToken => (cols, "channels per token"),
+            Granularity::PerTensor => (rows.saturating_mul(cols), "elements"),
+        };
+        let group_size = match (config.granularity, config.group_size) {
+            (Granularity::PerTensor, Some(g)) => {
+                return Err(QuantError::GroupWithPerTensor { group_size: g })
+            }
+            (_, None) => axis_len.max(1),
+            (_, Some(g)) if g == 0 || g > axis_len => {
+                return Err(QuantError::GroupSize {
+                    group_size: g,
+                    axis_len,
+                    axis,
+                })
+            }
+            (_, Some(g)) => g,
+        };
+        let blocks = axis_len.div_ceil(group_size).max(1);
+        Ok(Self {
+            rows,
+            cols,
+            granularity: config.granularity,
+            group_size,
+            blocks,
+        })
+    }
+
+    /// Number of groups, i.e. of stored scales.
+    pub fn groups(&self) -> usize {
+        match self.granularity {
+            Granularity::PerChannel => self.cols * self.blocks,
+            Granularity::PerToken => self.rows * self.blocks,
+            Granularity::PerTensor => 1,
+        }
+    }
+
+    /// Run length along the grouped axis.
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+
+    /// Groups per channel (per-channel) or per token (per-token); 1 for per-tensor.
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    /// Group of element (`row`, `col`). Per-channel groups are numbered channel-major
+    /// (`col * blocks + row / g`), per-token groups token-major (`row * blocks + col / g`).
+    #[inline]
+    pub fn group_of(&self, row: usize, col: usize) -> usize {
+        match self.granularity {
+            Granularity::PerChannel => col * self.blocks + row / self.group_size,
+            Granularity::PerToken => row * self.blocks + col / self.group_size,
+            Granularity::PerTensor => 0,
+        }
+    }
+}
+
+/// A quantized tensor: codes plus the metadata needed to dequantize them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quantized {
+    config: QuantConfig,
+    layout: GroupLayout,
+    codes: Vec<i32>,
+    scales: Vec<f32>,
+    zero_points: Vec<i64>,
+}
+
+/// Round half to even, like numpy's `np.round` and IEEE's default mode.
+#[inline]
+pub fn round_half_even(x: f64) -> f64 {
+    let r = x.round();
+    if (x - x.trunc()).abs() == 0.5 {
+        2.0 * (x / 2.0).round()
+    } else {
+        r
+    }
+}
+
+/// Quantizes `x` with `config` (note §2.1 / §2.3).
+///
+/// ```
+/// use kvlab::{Matrix, quant::{quantize, QuantConfig}};
+/// // one channel [0.5, -1.0, 0.25] at 3 bits: qmax = 3, scale = 1/3
+/// let x = Matrix::new(3, 1, vec![0.5, -1.0, 0.25]).unwrap();
+/// let q = quantize(&x, &QuantConfig::per_channel_symmetric(3)).unwrap();
+/// assert_eq!(q.codes(), &[2, -3, 1]); // 1.5 rounds to 2 (half to even), 0.75 to 1
+/// assert!((q.scales()[0] - 1.0 / 3.0).abs() < 1e-7);
+/// ```
+pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantError> {
+    let range = QuantConfig::bits_range(config.scheme);
+    if !range.contains(&config.bits) {
+        return Err(QuantError::Bits {
+            bits: config.bits,
+            scheme: config.scheme,
+            min: *range.start(),
+            max: *range.end(),
+        });
+    }
+    if let Some((row, col)) = x.first_non_finite() {
+        return Err(QuantError::NonFinite {
+            row,
+            col,
+            value: x.get(row, col).unwrap_or(f32::NAN),
+        });
+    }
+    let layout = GroupLayout::new(x.rows(), x.cols(), config)?;
+    let n_groups = layout.groups();
+    let mut lo = vec![f32::INFINITY; n_groups];
+    let mut hi = vec![f32::NEG_INFINITY; n_groups];
+    for (r, row) in x.iter_rows().enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            let g = layout.group_of(r, c);
+            lo[g] = lo[g].min(v);
+            hi[g] = hi[g].max(v);
+        }
+    }
+    let qmax = config.qmax();
+    let mut scales = vec![0f32; n_groups];
+    let mut zero_points = match config.scheme {
+        Scheme::Symmetric => Vec::new(),
+        Scheme::Asymmetric => vec![0i64; n_groups],
+    };
+    // Constant groups use a special exact encoding (see the module docs).
+    let mut constant = vec![false; n_groups];
+    for g in 0..n_groups {
+        let (mn, mx) = (lo[g], hi[g]);
+        if mn == mx {
+            constant[g] = true;
+            scales[g] = mn.abs();
+            if let Some(zp) = zero_points.get_mut(g) {
+                *zp = if mn > 0.0 {
+                    -1
+                } else if mn < 0.0 {
+                    1
+                } else {
+                    0
+                };
+            }
+            continue;
+        }
+        let raw = match config.scheme {
+            Scheme::Symmetric => f64::from(mn.abs().max(mx.abs())) / qmax as f64,
+            Scheme::Asymmetric => (f64::from(mx) - f64::from(mn)) / qmax as f64,
+        };
+        let mut s = raw as f32;
+        if !s.is_finite() {
+            return Err(QuantError::RangeOverflow {
+                group: g,
+                min: mn,
+                max: mx,
+                bits: config.bits,
+            });
+        }
+        if s == 0.0 {
+            s = f32::from_bits(1);
+        }
+        scales[g] = s;
+        if let Some(zp) = zero_points.get_mut(g) {
+            *zp = round_half_even(-f64::from(mn) / f64::from(s)) as i64;
+        }
+    }
+    let mut codes = vec![0i32; x.data().len()];
+    let cols = x.cols();
+    for (r, row) in x.iter_rows().enumerate() {
+        let out = &mut codes[r * cols..(r + 1) * cols];
+        for (c, (&v, q)) in row.iter().zip(out.iter_mut()).enumerate() {
+            let g = layout.group_of(r, c);
+            let s = f64::from(scales[g]);
+            *q = if constant[g] {
+                match config.scheme {
+                    Scheme::Symmetric => {
+                        if v > 0.0 {
+                            1
+                        } else if v < 0.0 {
+                            -1
+                        } else {
+                            0
+                        }
+                    }
+                    Scheme::Asymmetric => 0,
+                }
+            } else {
+                match config.scheme {
+                    Scheme::Symmetric => {
+                        round_half_even(f64::from(v) / s).clamp(-(qmax as f64), qmax as f64) as i32
+                    }
+                    Scheme::Asymmetric => {
+                        let zp = zero_points[g] as f64;
+                        round_half_even(f64::from(v) / s + zp).clamp(0.0, qmax as f64) as i32
+                    }
+                }
+            };
+        }
+    }
+    Ok(Quantized {
+        config: *config,
+        layout,
+        codes,
+        scales,
+        zero_points,
+    })
+}
+
+impl Quantized {
+    /// The config this tensor was quantized with.
+    pub fn config(&self) -> &QuantConfig {
+        &self.config
+    }
+
+    /// The group layout (which element shares which scale).
+    pub fn layout(&self) -> &GroupLayout {
+        &self.layout
+    }
+
+    /// Rows (tokens) of the quantized tensor.
+    pub fn rows(&self) -> usize {
+        self.layout.rows
+    }
+
+    /// Columns (channels) of the quantized tensor.
+    pub fn cols(&self) -> usize {
+        self.layout.cols
+    }
+
+    /// Integer codes `q`, row-major like the input: `-qmax..=qmax` symmetric, `0..=2^b-1` asymmetric.
+    pub fn codes(&self) -> &[i32] {
+        &self.codes
+    }
+
+    /// One scale per group (see [`GroupLayout::group_of`] for the numbering).
+    pub fn scales(&self) -> &[f32] {
+        &self.scales
+    }
+
+    /// One zero point per group for asymmetric quantization; empty for symmetric (none stored).
+    pub fn zero_points(&self) -> &[i64] {
+        &self.zero_points
+    }
+
+    /// Scale of element (`row`, `col`); 0 when out of range.
+    pub fn scale_of(&self, row: usize, col: usize) -> f32 {
+        self.scales
+            .get(self.layout.group_of(row, col))
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// `x_hat = scale * q` (symmetric) or `scale * (q - zp)` (asymmetric), written into `out`
+    /// (length `rows * cols`; shorter buffers are filled as far as they go).
+    pub fn dequantize_into(&self, out: &mut [f32]) {
+        let cols = self.layout.cols.max(1);
+        for (i, (o, &q)) in out.iter_mut().zip(&self.codes).enumerate() {
+            let g = self.layout.group_of(i / cols, i % cols);
+            let s = f64::from(self.scales[g]);
+            let zp = self.zero_points.get(g).copied().unwrap_or(0);
+            *o = (s * (i64::from(q) - zp) as f64) as f32;
+        }
+    }
+
+    /// The de-quantized tensor `x_hat`.
+    pub fn dequantize(&self) -> Matrix {
+        let mut out = vec![0f32; self.codes.len()];
+        self.dequantize_into(&mut out);
+        Matrix::new(self.layout.rows, self.layout.cols, out)
+            .unwrap_or_else(|_| unreachable_matrix())
+    }
+
+    /// The grid values `scale * (k - zp)` for every code `k` of group `group`, ascending
+    /// (what the page draws over a channel's histogram). Capped at 4,097 points; empty when
+    /// `group` is out of range.
+    pub fn grid(&self, group: usize) -> Vec<f32> {
+        let Some(&s) = self.scales.get(group) else {
+            return Vec::new();
+        };
+        let qmax = self.config.qmax();
+        let (lo, hi, zp) = match self.config.scheme {
+            Scheme::Symmetric => (-qmax, qmax, 0),
+            Scheme::Asymmetric => (0, qmax, self.zero_points.get(group).copied().unwrap_or(0)),
+        };
+        let step = ((hi - lo) / 4096).max(1);
+        (0..)
+            .map(|k| lo + k * step)
+            .take_while(|&k| k <= hi)
+            .map(|k| (f64::from(s) * (k - zp) as f64) as f32)
+            .collect()
+    }
+}
+
+/// A quantized tensor always has `rows, cols >= 1` because its input was a valid [`Matrix`].
+fn unreachable_matrix() -> Matrix {
+    Matrix::filled(1, 1, 0.0).unwrap_or_else(|_| unreachable!("1x1 is a valid shape"))
+}
+
+/// Bytes that a stored scale or zero point takes (note §2.4: metadata is not free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetaDtype {
+    /// 2 bytes (the default, as KIVI stores them).
+    #[default]
+    F16,
+    /// 4 bytes.
+    F32,
+}
+
+impl MetaDtype {
+    /// Size in bytes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            MetaDtype::F16 => 2,
+            MetaDtype::F32 => 4,
+        }
+    }
+}
+
+/// Bytes of `n` codes of `bits` each, bit-packed: `ceil(n * bits / 8)`.
+///
+/// ```
+/// assert_eq!(kvlab::quant::packed_code_bytes(10, 3), 4); // 30 bits -> 4 bytes
+/// ```
+pub fn packed_code_bytes(n: u64, bits: u8) -> u64 {
+    (n.saturating_mul(u64::from(bits))).div_ceil(8)
+}
+
+/// Bytes of the metadata of `groups` groups: one scale each, plus one zero point each for
+/// asymmetric quantization (symmetric stores none).
+pub fn metadata_bytes(groups: u64, scheme: Scheme, dtype: MetaDtype) -> u64 {
+    let per = match scheme {
+        Scheme::Symmetric => dtype.bytes(),
+        Scheme::Asymmetric => 2 * dtype.bytes(),
+    };
+    groups.saturating_mul(per)
+}
+
+/// Error statistics of one quantized tensor (math-spec §2).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ErrorStats {
+    /// `max |x - x_hat|`.
+    pub max_abs: f64,
+    /// `mean |x - x_hat|`.
+    pub mean_abs: f64,
+    /// `sqrt(mean (x - x_hat)^2)`.
+    pub rmse: f64,
+    /// `10 log10(||x||^2 / ||x - x_hat||^2)` in dB; `+inf` when the error is 0, `-inf` when `x` is 0
+    /// and the error is not.
+    pub snr_db: f64,
+    /// Expected MSE under the uniform-noise model: `scale^2 / 12` averaged over elements.
+    pub expected_mse: f64,
+    /// Largest `|x - x_hat| / (scale/2)` over all elements (<= 1 up to round-off).
+    pub worst_bound_use: f64,
+    /// `fp16 bytes / (packed code bytes + metadata bytes)`, fp16 source and fp16 metadata.
+    pub compression_ratio: f64,
+    /// `16 / bits`: the note's `R_quant ~ s_fp / s_q` ignoring metadata, from fp16.
+    pub compression_ratio_no_meta: f64,
+}
+
+/// Error statistics of `q` against the original `x` (fp16 source, fp16 metadata).
+///
+/// When the shapes differ every statistic is NaN (use [`try_error_stats`] to get an error).
+pub fn error_stats(x: &Matrix, q: &Quantized) -> ErrorStats {
+    try_error_stats(x, q, 2, MetaDtype::F16).unwrap_or(ErrorStats {
+        max_abs: f64::NAN,
+        mean_abs: f64::NAN,
+        rmse: f64::NAN,
+        snr_db: f64::NAN,
+        expected_mse: f64::NAN,
+        worst_bound_use: f64::NAN,
+        compression_ratio: f64::NAN,
+        compression_ratio_no_meta: f64::NAN,
+    })
+}
+
+/// Shape mismatch between an original tensor and its quantized form.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("shape mismatch: original is {rows} x {cols} but the quantized tensor is {q_rows} x {q_cols}")]
+pub struct ShapeMismatch {
+    /// Original rows.
+    pub rows: usize,
+    /// Original cols.
+    pub cols: usize,
+    /// Quantized rows.
+    pub q_rows: usize,
+    /// Quantized cols.
+    pub q_cols: usize,
+}
+
+fn check_shape(x: &Matrix, q: &Quantized) -> Result<(), ShapeMismatch> {
+    if x.rows() != q.rows() || x.cols() != q.cols() {
+        return Err(ShapeMismatch {
+            rows: x.rows(),
+            cols: x.cols(),
+            q_rows: q.rows(),
+            q_cols: q.cols(),
+        });
+    }
+    Ok(())
+}
+
+/// Error statistics with the source element size `source_bytes` (2 for fp16/bf16, 4 for fp32)
+/// and the metadata dtype given.
+pub fn try_error_stats(
+    x: &Matrix,
+    q: &Quantized,
+    source_bytes: u64,
+    meta: MetaDtype,
+) -> Result<ErrorStats, ShapeMismatch> {
+    check_shape(x, q)?;
+    let cols = x.cols();
+    let n = x.data().len();
+    let mut max_abs = 0f64;
+    let mut sum_abs = 0f64;
+    let mut sum_sq = 0f64;
+    let mut sig_sq = 0f64;
+    let mut exp_mse = 0f64;
+    let mut worst = 0f64;
+    let zps = q.zero_points();
+    for (i, (&v, &code)) in x.data().iter().zip(q.codes()).enumerate() {
+        let g = q.layout.group_of(i / cols, i % cols);
+        let s = f64::from(q.scales[g]);
+        let zp = zps.get(g).copied().unwrap_or(0);
+        let hat = f64::from((s * (i64::from(code) - zp) as f64) as f32);
+        let e = (f64::from(v) - hat).abs();
+        max_abs = max_abs.max(e);
+        sum_abs += e;
+        sum_sq += e * e;
+        sig_sq += f64::from(v) * f64::from(v);
+        exp_mse += s * s / 12.0;
+        if s > 0.0 {
+            worst = worst.max(e / (s / 2.0));
+        }
+    }
+    let nf = n as f64;
+    let snr_db = if sum_sq == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (sig_sq / sum_sq).log10()
+    };
+    let bits = q.config.bits;
+    let stored = packed_code_bytes(n as u64, bits)
+        + metadata_bytes(q.scales.len() as u64, q.config.scheme, meta);
+    Ok(ErrorStats {
+        max_abs,
+        mean_abs: sum_abs / nf,
+        rmse: (sum_sq / nf).sqrt(),
+        snr_db,
+        expected_mse: exp_mse / nf,
+        worst_bound_use: worst,
+        compression_ratio: (n as u64 * source_bytes) as f64 / stored as f64,
+        compression_ratio_no_meta: (source_bytes * 8) as f64 / f64::from(bits),
+    })
+}
+
+/// Measured error of one group against its bound `scale / 2` (note §2.2, per element).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct GroupError {
+    /// `max |x - x_hat|` over the group's elements.
+    pub max_abs: f32,
+    /// The bound `scale / 2`.
+    pub bound: f32,
+}
+
+/// Per-group maximum error and its bound, in group order (see [`GroupLayout::group_of`]).
+pub fn group_errors(x: &Matrix, q: &Quantized) -> Result<Vec<GroupError>, ShapeMismatch> {
+    check_shape(x, q)?;
+    let mut out: Vec<GroupError> = q
+        .scales
+        .iter()
+        .map(|&s| GroupError {
+            max_abs: 0.0,
+            bound: s / 2.0,
+        })
+        .collect();
+    let cols = x.cols();
+    let mut hat = vec![0f32; x.data().len()];
+    q.dequantize_into(&mut hat);
+    for (i, (&v, &h)) in x.data().iter().zip(&hat).enumerate() {
+        let g = q.layout.group_of(i / cols, i % cols);
+        let e = (v - h).abs();
+        if e > out[g].max_abs {
+            out[g].max_abs = e;
+        }
+    }
+    Ok(out)
+}
+
+/// Measured squared error of one row (token) against its bound (note §2.2, per vector).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct RowError {
+    /// `||x - x_hat||_2^2` over the row's channels.
+    pub sq_err: f64,
+    /// `1/4 sum_j scale_j^2` with each channel's own group scale.
+    pub bound: f64,
+}
+
+/// Per-row squared error and its bound `1/4 sum_j scale_j^2`.
+pub fn row_errors(x: &Matrix, q: &Quantized) -> Result<Vec<RowError>, ShapeMismatch> {
+    check_shape(x, q)?;
+    let mut hat = vec![0f32; x.data().len()];
+    q.dequantize_into(&mut hat);
+    let cols = x.cols();
+    Ok(x
+        .iter_rows()
+        .zip(hat.chunks_exact(cols))
+        .enumerate()
+        .map(|(r, (row, hrow))| {
+            let mut sq_err = 0f64;
+            let mut bound = 0f64;
+            for (c, (&v, &h)) in row.iter().zip(hrow).enumerate() {
+                let e = f64::from(v) - f64::from(h);
+                sq_err += e * e;
+                let s = f64::from(q.scale_of(r, c));
+                bound += s * s / 4.0;
+            }
+            RowError { sq_err, bound }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(rows: usize, cols: usize, d: &[f32]) -> Matrix {
+        Matrix::new(rows, cols, d.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn round_half_even_matches_numpy() {
+        let cases = [
+            (0.5, 0.0),
+            (1.5, 2.0),
+            (2.5, 2.0),
+            (-0.5, -0.0),
+            (-1.5, -2.0),
+            (2.4, 2.0),
+            (2.6, 3.0),
+            (-2.5, -2.0),
+        ];
+        for (x, want) in cases {
+            assert_eq!(round_half_even(x), want, "round({x})");
+        }
+    }
+
+    #[test]
+    fn symmetric_hand_example() {
+        // channel 0: [3.5, -7, 1.75] -> max 7, 4 bits qmax 7, scale 1
+        // 3.5 -> 4 (half to even), -7, 1.75 -> 2; channel 1: [14, 0, -5] -> scale 2, -2.5 -> -2
+        let x = m(3, 2, &[3.5, 14.0, -7.0, 0.0, 1.75, -5.0]);
+        let q = quantize(&x, &QuantConfig::per_channel_symmetric(4)).unwrap();
+        assert_eq!(q.codes(), &[4, 7, -7, 0, 2, -2]);
+        assert_eq!(q.scales(), &[1.0, 2.0]);
+        let hat = q.dequantize();
+        assert_eq!(hat.data(), &[4.0, 14.0, -7.0, 0.0, 2.0, -4.0]);
+        assert!(q.zero_points().is_empty());
+    }
+
+    fn asymmetric_hand_example() {
+        // [0, 1, 2, 3] at 2 bits: scale = 3/3 = 1, zp = 0, codes = values
+        let x = m(4, 1, &[0.0, 1.0, 2.0, 3.0]);
+        let cfg = QuantConfig {
+            bits: 2,
+            scheme: Scheme::Asymmetric,
+            granularity: Granularity::PerChannel,
+            group_size: None,
+        };
+        let q = quantize(&x, &cfg).unwrap();
+        assert_eq!(q.codes(), &[0, 1, 2, 3]);
+        assert_eq!(q.zero_points(), &[0]);
+        assert_eq!(q.dequantize().data(), x.data());
+        // one-sided data [2, 4] at 1 bit: scale 2, zp = round(-1) = -1, codes 0 and 1
+        let y = m(2, 1, &[2.0, 4.0]);
+        let q = quantize(&y, &QuantConfig { bits: 1, ..cfg }).unwrap();
+        assert_eq!(q.zero_points(), &[-1]);
+        assert_eq!(q.codes(), &[0, 1]);
+        assert_eq!(q.dequantize().data(), &[2.0, 4.0]);
+    }
+
+    #[test]
+    fn granularity_and_groups() {
+        // 4 tokens x 2 channels
+        let x = m(4, 2, &[1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0]);
+        let base = QuantConfig::per_channel_symmetric(8);
+        let q = quantize(&x, &base).unwrap();
+        assert_eq!(q.scales(), &[4.0 / 127.0, 40.0 / 127.0]);
+        let q = quantize(
+            &x,
+            &QuantConfig {
+                group_size: Some(2),
+                ..base
+            },
+        )
+        .unwrap();
+        // channel-major: ch0 rows0-1, ch0 rows2-3, ch1 rows0-1, ch1 rows2-3
+        assert_eq!(
+            q.scales(),
+            &[2.0 / 127.0, 4.0 / 127.0, 20.0 / 127.0, 40.0 / 127.0]
+        );
+        let q = quantize(
+            &x,
+            &QuantConfig {
+                granularity: Granularity::PerToken,
+                ..base
+            },
+        )
+        .unwrap();
+        assert_eq!(q.scales().len(), 4);
+        assert_eq!(q.scales()[3], 40.0 / 127.0);
+        let q = quantize(
+            &x,
+            &QuantConfig {
+                granularity: Granularity::PerTensor,
+                ..base
+            },
+        )
+        .unwrap();
+        assert_eq!(q.scales(), &[40.0 / 127.0]);
+    }
+
+    #[test]
+    fn constant_groups_round_trip_exactly() {
+        for scheme in [Scheme::Symmetric, Scheme::Asymmetric] {
+            for c in [0.0f32, 3.7, -1e-3, 65504.0, f32::from_bits(1)] {
+                let x = m(3, 2, &[c; 6]);
+                let cfg = QuantConfig {
+                    bits: 2,
+                    scheme,
+                    granularity: Granularity::PerChannel,
+                    group_size: None,
+                };
+                let q = quantize(&x, &cfg).unwrap();
+                assert_eq!(q.dequantize().data(), x.data(), "{scheme:?} c={c}");
+                let st = error_stats(&x, &q);
+                assert_eq!(st.max_abs, 0.0);
+                assert!(st.snr_db.is_infinite());
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_value_and_range() {
+        let x = m(2, 2, &[1.0, 2.0, 3.0, 4.0]);
+        let e = quantize(&x, &QuantConfig::per_channel_symmetric(1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bits 1 is out of range: must be in 2..=16 for Symmetric quantization"
+        );
+        assert!(quantize(&x, &QuantConfig::per_channel_symmetric(17)).is_err());
+        let e = quantize(
+            &x,
+            &QuantConfig {
+                group_size: Some(3),
+                ..QuantConfig::per_channel_symmetric(8)
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "group size 3 is out of range: must be in 1..=2 (tokens per channel)"
+        );
+        let nan = m(1, 2, &[1.0, f32::NAN]);
+        assert!(matches!(
+            quantize(&nan, &QuantConfig::per_channel_symmetric(8)),
+            Err(QuantError::NonFinite { row: 0, col: 1, .. })
+        ));
+        let big = m(2, 1, &[-3e38, 3e38]);
+        let cfg = QuantConfig {
+            bits: 1,
+            scheme: Scheme::Asymmetric,
+            granularity: Granularity::PerChannel,
+            group_size: None,
+        };
+        assert!(matches!(
+            quantize(&big, &cfg),
+            Err(QuantError::RangeOverflow { .. })
+        ));
+    }
+
+    #[test]
+    fn stats_and_ratio() {
+        let x = m(2, 2, &[1.0, -1.0, 0.5, 0.25]);
+        let q = quantize(&x, &QuantConfig::per_channel_symmetric(8)).unwrap();
+        let st = error_stats(&x, &q);
+        // 4 codes x 8 bits = 4 bytes, 2 fp16 scales = 4 bytes; source 8 bytes -> 1.0
+        assert_eq!(st.compression_ratio, 1.0);
+        assert_eq!(st.compression_ratio_no_meta, 2.0);
+        assert!(st.worst_bound_use <= 1.0 + 1e-6);
+        let rows = row_errors(&x, &q).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.sq_err <= r.bound * (1.0 + 1e-6)));
+        let wrong = m(1, 1, &[0.0]);
+        assert!(error_stats(&wrong, &q).max_abs.is_nan());
+        assert!(group_errors(&wrong, &q).is_err());
+    }
+
+    #[test]
+    fn grid_covers_codes() {
+        let x = m(2, 1, &[-1.0, 1.0]);
+        let q = quantize(&x, &QuantConfig::per_channel_symmetric(3)).unwrap();
+        let g = q.grid(0);
+        assert_eq!(g.len(), 7);
+        assert_eq!(g[0], -1.0);
+        assert_eq!(g[6], 1.0);
+        assert!(q.grid(5).is_empty());
+    }
+}

@@ -1,1 +1,498 @@
-//! select (being written).
+//! Token selection: keep fewer tokens (note §3, math-spec §3).
+//!
+//! * cumulative scores `score_i = sum_t a[t][i]` (note §3.1);
+//! * H2O: `K = TopK(score, B - r) ∪ {T-r, ..., T-1}` (note §3.1);
+//! * SnapKV: the same rule on observation-window scores `sum_{t in W_obs} a[t][i]`, optionally
+//!   pooled (note §3.2);
+//! * StreamingLLM: the first `s` sink tokens plus the last `B - s`;
+//! * `R_token = T_total / T_kept` (note §3.3) and the quality of a selection (attention mass
+//!   retained per step).
+//!
+//! Tokens are 0-based here: the note's recent window `{T-r+1, ..., T}` is `[T-r, T)`.
+//! Ties in score go to the lower token index, so every selection is deterministic.
+
+use crate::Matrix;
+use thiserror::Error;
+
+/// Why a selection was refused.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum SelectError {
+    /// Budget outside `1..=T`. If unsure, start with `T/4`.
+    #[error("budget {budget} is out of range: must be in 1..={total} (the number of tokens)")]
+    Budget {
+        /// Budget asked for.
+        budget: usize,
+        /// Number of tokens `T`.
+        total: usize,
+    },
+    /// There are no tokens to select from.
+    #[error("no tokens: the score vector is empty (need at least 1 token)")]
+    NoTokens,
+    /// A score or attention weight is NaN or infinite.
+    #[error("{what} at index {index} is {value}: scores must be finite")]
+    NonFinite {
+        /// What held the value ("score" or "attention weight").
+        what: &'static str,
+        /// Flat index of the first bad value.
+        index: usize,
+        /// The value.
+        value: f32,
+    },
+    /// Observation window outside `1..=S`.
+    #[error("observation window {window} is out of range: must be in 1..={steps} (the number of attention rows)")]
+    Window {
+        /// Window asked for.
+        window: usize,
+        /// Number of attention rows `S`.
+        steps: usize,
+    },
+    /// Pooling kernel even, zero, or wider than allowed.
+    #[error("pooling kernel {kernel} is out of range: must be odd and in 1..={max}")]
+    Kernel {
+        /// Kernel asked for.
+        kernel: usize,
+        /// Largest allowed kernel.
+        max: usize,
+    },
+    /// More sink tokens than the budget holds.
+    #[error("sinks {sinks} is out of range: must be in 0..={budget} (the budget B)")]
+    Sinks {
+        /// Sinks asked for.
+        sinks: usize,
+        /// The budget.
+        budget: usize,
+    },
+    /// `compression_ratio` needs `0 < kept <= total`.
+    #[error("kept {kept} is out of range: must be in 1..={total} (the total tokens)")]
+    Kept {
+        /// Kept tokens.
+        kept: usize,
+        /// Total tokens.
+        total: usize,
+    },
+    /// The kept set and the attention matrix disagree on `T`.
+    #[error("token {index} is out of range: the attention has {total} tokens")]
+    TokenIndex {
+        /// The bad index.
+        index: usize,
+        /// `T`.
+        total: usize,
+    },
+}
+
+/// Why a token was kept: what the page colours it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Role {
+    /// In the recent window `[T-r, T)`.
+    Recent,
+    /// One of the top-scored older tokens (a heavy hitter).
+    Heavy,
+    /// An attention sink (StreamingLLM's first tokens).
+    Sink,
+}
+
+/// A selection of tokens out of `T`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Selection {
+    /// Kept token indices, ascending, `|kept| == min(B, T)`.
+    pub kept: Vec<usize>,
+    /// Dropped token indices, ascending; `kept ∪ dropped = 0..T`, disjoint.
+    pub dropped: Vec<usize>,
+    /// Why each kept token was kept, aligned with `kept`.
+    pub roles: Vec<Role>,
+}
+
+impl Selection {
+    /// Total number of tokens `T = |kept| + |dropped|`.
+    pub fn total(&self) -> usize {
+        self.kept.len() + self.dropped.len()
+    }
+
+    /// A keep-mask of length `T`.
+    pub fn mask(&self) -> Vec<bool> {
+        let mut m = vec![false; self.total()];
+        for &i in &self.kept {
+            if let Some(x) = m.get_mut(i) {
+                *x = true;
+            }
+        }
+        m
+    }
+
+    /// `R_token = T_total / T_kept` (note §3.3).
+    pub fn r_token(&self) -> f64 {
+        self.total() as f64 / self.kept.len().max(1) as f64
+    }
+
+    fn from_roles(total: usize, roles_by_token: &[Option<Role>]) -> Selection {
+        let mut kept = Vec::new();
+        let mut dropped = Vec::new();
+        let mut roles = Vec::new();
+        for (i, r) in roles_by_token.iter().enumerate().take(total) {
+            match r {
+                Some(role) => {
+                    kept.push(i);
+                    roles.push(*role);
+                }
+                None => dropped.push(i),
+            }
+        }
+        Selection {
+            kept,
+            dropped,
+            roles,
+        }
+    }
+}
+
+/// Pooling of prefix scores before top-k (SnapKV), stride 1, same length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Pooling {
+    /// No pooling.
+    #[default]
+    None,
+    /// Average over an odd `kernel`; padding counts as zero (PyTorch's `avg_pool1d` default).
+    Avg {
+        /// Odd kernel width `k`.
+        kernel: usize,
+    },
+    /// Maximum over an odd `kernel`; padding is ignored.
+    Max {
+        /// Odd kernel width `k`.
+        kernel: usize,
+    },
+}
+
+/// `score_i = sum_t a[t][i]` over all rows of `attention` (note §3.1), summed in `f64`.
+///
+/// ```
+/// use kvlab::{Matrix, select::cumulative_scores};
+/// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
+///                                0.70, 0.10, 0.10, 0.10,
+///                                0.05, 0.05, 0.10, 0.80]).unwrap();
+/// let s = cumulative_scores(&a);
+/// let want = [1.35, 0.35, 0.30, 1.00];
+/// for (x, w) in s.iter().zip(want) { assert!((x - w).abs() < 1e-6); }
+/// ```
+pub fn cumulative_scores(attention: &Matrix) -> Vec<f32> {
+    column_sums(attention, 0)
+}
+
+fn column_sums(attention: &Matrix, from_row: usize) -> Vec<f32> {
+    let mut acc = vec![0f64; attention.cols()];
+    for row in attention.iter_rows().skip(from_row) {
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a += f64::from(v);
+        }
+    }
+    acc.into_iter().map(|v| v as f32).collect()
+}
+
+fn check_finite_scores(scores: &[f32]) -> Result<(), SelectError> {
+    match scores.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(SelectError::NonFinite {
+            what: "score",
+            index,
+            value: scores[index],
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_finite_attention(attention: &Matrix) -> Result<(), SelectError> {
+    match attention.data().iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(SelectError::NonFinite {
+            what: "attention weight",
+            index,
+            value: attention.data()[index],
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Indices of the `k` highest `scores` among `candidates`, ties to the lower index (unsorted).
+fn top_k(scores: &[f32], candidates: std::ops::Range<usize>, k: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = candidates.collect();
+    if k == 0 {
+        return Vec::new();
+    }
+    if k < idx.len() {
+        // Descending score, then ascending index: a total order, so the result is unique.
+        idx.select_nth_unstable_by(k - 1, |&a, &b| {
+            scores[b].total_cmp(&scores[a]).then(a.cmp(&b))
+        });
+        idx.truncate(k);
+    }
+    idx
+}
+
+/// The heavy-hitters-plus-recent rule on a score vector (math-spec §3):
+/// `recent = [max(0, T-r), T)`, `heavy` = the `(B - |recent|)^+` highest-scored tokens among
+/// `[0, T-r)`, `kept = sorted(recent ∪ heavy)`, and only its last `B` when `r > B`.
+fn heavy_plus_recent(scores: &[f32], budget: usize, recent: usize) -> Result<Selection, SelectError> {
+    let total = scores.len();
+    if total == 0 {
+        return Err(SelectError::NoTokens);
+    }
+    if budget == 0 || budget > total {
+        return Err(SelectError::Budget { budget, total });
+    }
+    check_finite_scores(scores)?;
+    let recent_start = total.saturating_sub(recent);
+    let mut roles: Vec<Option<Role>> = vec![None; total];
+    // When r > B only the last B of the recent window survive.
+    let kept_recent_start = recent_start.max(total - budget);
+    for r in roles.iter_mut().skip(kept_recent_start) {
+        *r = Some(Role::Recent);
+    }
+    let n_heavy = budget.saturating_sub(total - recent_start);
+    for i in top_k(scores, 0..recent_start, n_heavy) {
+        roles[i] = Some(Role::Heavy);
+    }
+    Ok(Selection::from_roles(total, &roles))
+}
+
+/// H2O: cumulative scores over all of `attention` (`S x T`), then
+/// `TopK(score, B - r) ∪ recent window` (note §3.1).
+///
+/// `budget` in `1..=T`; any `recent >= 0` (when `r >= B` the last `B` tokens are kept).
+///
+/// ```
+/// use kvlab::{Matrix, select::h2o};
+/// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
+///                                0.70, 0.10, 0.10, 0.10,
+///                                0.05, 0.05, 0.10, 0.80]).unwrap();
+/// // scores [1.35, 0.35, 0.30, 1.00]: recent {3}, then the top-1 of tokens 0..3 is 0
+/// assert_eq!(h2o(&a, 2, 1).unwrap().kept, vec![0, 3]);
+/// ```
+pub fn h2o(attention: &Matrix, budget: usize, recent: usize) -> Result<Selection, SelectError> {
+    check_finite_attention(attention)?;
+    heavy_plus_recent(&cumulative_scores(attention), budget, recent)
+}
+
+/// SnapKV selection on given scores: the same rule as H2O (note §3.2).
+/// `scores.len()` is `T`; `budget` in `1..=T`.
+pub fn snapkv(scores: &[f32], budget: usize, recent: usize) -> Result<Selection, SelectError> {
+    heavy_plus_recent(scores, budget, recent)
+}
+
+/// Observation-window scores: `score_i = sum over the last `window` rows of a[t][i]`
+/// (note §3.2), with the prefix `[0, T - window)` pooled as SnapKV's reference does (the
+/// window's own tokens are not pooled; they are normally kept as the recent window).
+///
+/// `window` in `1..=S`; pooling kernel odd in `1..=2*T+1`.
+pub fn observation_scores(
+    attention: &Matrix,
+    window: usize,
+    pooling: Pooling,
+) -> Result<Vec<f32>, SelectError> {
+    let steps = attention.rows();
+    if window == 0 || window > steps {
+        return Err(SelectError::Window { window, steps });
+    }
+    check_finite_attention(attention)?;
+    let mut scores = column_sums(attention, steps - window);
+    let prefix = attention.cols().saturating_sub(window);
+    pool_in_place(&mut scores[..prefix], pooling, attention.cols())?;
+    Ok(scores)
+}
+
+/// 1-D pooling with stride 1, padding `k/2` and the same length.
+fn pool_in_place(xs: &mut [f32], pooling: Pooling, total: usize) -> Result<(), SelectError> {
+    let (kernel, is_max) = match pooling {
+        Pooling::None => return Ok(()),
+        Pooling::Avg { kernel } => (kernel, false),
+        Pooling::Max { kernel } => (kernel, true),
+    };
+    let max = 2 * total + 1;
+    if kernel == 0 || kernel % 2 == 0 || kernel > max {
+        return Err(SelectError::Kernel { kernel, max });
+    }
+    let half = kernel / 2;
+    let n = xs.len();
+    let src = xs.to_vec();
+    if is_max {
+        for (i, out) in xs.iter_mut().enumerate() {
+            let lo = i.saturating_sub(half);
+            let hi = (i + half + 1).min(n);
+            *out = src[lo..hi].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        }
+    } else {
+        // Running sum in f64; divide by the full kernel (padding counts as zeros).
+        let mut prefix = vec![0f64; n + 1];
+        for i in 0..n {
+            prefix[i + 1] = prefix[i] + f64::from(src[i]);
+        }
+        for (i, out) in xs.iter_mut().enumerate() {
+            let lo = i.saturating_sub(half);
+            let hi = (i + half + 1).min(n);
+            *out = ((prefix[hi] - prefix[lo]) / kernel as f64) as f32;
+        }
+    }
+    Ok(())
+}
+
+/// StreamingLLM: the first `sinks` tokens (attention sinks) and the last `B - sinks`.
+///
+/// `total >= 1`, `budget` in `1..=total`, `sinks` in `0..=budget`.
+///
+/// ```
+/// let s = kvlab::select::streaming_llm(10, 4, 1).unwrap();
+/// assert_eq!(s.kept, vec![0, 7, 8, 9]);
+/// ```
+pub fn streaming_llm(total: usize, budget: usize, sinks: usize) -> Result<Selection, SelectError> {
+    if total == 0 {
+        return Err(SelectError::NoTokens);
+    }
+    if budget == 0 || budget > total {
+        return Err(SelectError::Budget { budget, total });
+    }
+    if sinks > budget {
+        return Err(SelectError::Sinks { sinks, budget });
+    }
+    let mut roles: Vec<Option<Role>> = vec![None; total];
+    for r in roles.iter_mut().skip(total - (budget - sinks)) {
+        *r = Some(Role::Recent);
+    }
+    for r in roles.iter_mut().take(sinks) {
+        *r = Some(Role::Sink);
+    }
+    Ok(Selection::from_roles(total, &roles))
+}
+
+/// `R_token = total / kept` (note §3.3); an error unless `0 < kept <= total`.
+///
+/// ```
+/// assert_eq!(kvlab::select::compression_ratio(4096, 1024).unwrap(), 4.0);
+/// assert!(kvlab::select::compression_ratio(10, 0).is_err());
+/// ```
+pub fn compression_ratio(total: usize, kept: usize) -> Result<f64, SelectError> {
+    if kept == 0 || kept > total {
+        return Err(SelectError::Kept { kept, total });
+    }
+    Ok(total as f64 / kept as f64)
+}
+
+/// Attention mass retained per step: `sum_{i in kept} a[t][i] / sum_i a[t][i]` for each row
+/// `t` (1.0 for a row whose mass is 0).
+pub fn mass_retained(attention: &Matrix, kept: &[usize]) -> Result<Vec<f64>, SelectError> {
+    let total = attention.cols();
+    if let Some(&index) = kept.iter().find(|&&i| i >= total) {
+        return Err(SelectError::TokenIndex { index, total });
+    }
+    Ok(attention
+        .iter_rows()
+        .map(|row| {
+            let all: f64 = row.iter().map(|&v| f64::from(v)).sum();
+            let k: f64 = kept.iter().map(|&i| f64::from(row[i])).sum();
+            if all == 0.0 {
+                1.0
+            } else {
+                k / all
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_attention() -> Matrix {
+        Matrix::new(
+            3,
+            4,
+            vec![
+                0.60, 0.20, 0.10, 0.10, 0.70, 0.10, 0.10, 0.10, 0.05, 0.05, 0.10, 0.80,
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn h2o_on_the_spec_example() {
+        let a = spec_attention();
+        // scores [1.35, 0.35, 0.30, 1.00]
+        let s = h2o(&a, 3, 1).unwrap();
+        assert_eq!(s.kept, vec![0, 1, 3]);
+        assert_eq!(s.dropped, vec![2]);
+        assert_eq!(s.roles, vec![Role::Heavy, Role::Heavy, Role::Recent]);
+        // r = 0: pure top-k
+        assert_eq!(h2o(&a, 2, 0).unwrap().kept, vec![0, 3]);
+        // r > B: the last B of the recent window
+        assert_eq!(h2o(&a, 2, 3).unwrap().kept, vec![2, 3]);
+        // r > T
+        assert_eq!(h2o(&a, 1, 10).unwrap().kept, vec![3]);
+        // B = T keeps all
+        assert_eq!(h2o(&a, 4, 0).unwrap().dropped, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn ties_go_to_the_lower_index() {
+        let s = snapkv(&[1.0, 2.0, 2.0, 2.0, 0.0], 2, 0).unwrap();
+        assert_eq!(s.kept, vec![1, 2]);
+        let s = snapkv(&[5.0; 6], 3, 1).unwrap();
+        assert_eq!(s.kept, vec![0, 1, 5]);
+    }
+
+    #[test]
+    fn errors_name_value_and_range() {
+        let a = spec_attention();
+        assert_eq!(
+            h2o(&a, 0, 1).unwrap_err().to_string(),
+            "budget 0 is out of range: must be in 1..=4 (the number of tokens)"
+        );
+        assert!(h2o(&a, 5, 1).is_err());
+        assert_eq!(snapkv(&[], 1, 0), Err(SelectError::NoTokens));
+        assert!(matches!(
+            snapkv(&[1.0, f32::NAN], 1, 0),
+            Err(SelectError::NonFinite { index: 1, .. })
+        ));
+        assert_eq!(
+            observation_scores(&a, 4, Pooling::None).unwrap_err().to_string(),
+            "observation window 4 is out of range: must be in 1..=3 (the number of attention rows)"
+        );
+        assert!(observation_scores(&a, 1, Pooling::Avg { kernel: 2 }).is_err());
+        assert!(observation_scores(&a, 1, Pooling::Max { kernel: 0 }).is_err());
+        assert_eq!(
+            streaming_llm(10, 2, 3).unwrap_err().to_string(),
+            "sinks 3 is out of range: must be in 0..=2 (the budget B)"
+        );
+        assert!(compression_ratio(3, 4).is_err());
+        assert!(mass_retained(&a, &[4]).is_err());
+    }
+
+    #[test]
+    fn observation_window_and_pooling() {
+        let a = spec_attention();
+        // last row only
+        let s = observation_scores(&a, 1, Pooling::None).unwrap();
+        assert_eq!(s, vec![0.05, 0.05, 0.10, 0.80]);
+        // window 1 -> prefix is tokens 0..3: avg k=3 with zero padding
+        let s = observation_scores(&a, 1, Pooling::Avg { kernel: 3 }).unwrap();
+        let want = [0.10 / 3.0, 0.20 / 3.0, 0.15 / 3.0, 0.80];
+        for (x, w) in s.iter().zip(want) {
+            assert!((f64::from(*x) - w).abs() < 1e-7, "{s:?}");
+        }
+        let s = observation_scores(&a, 1, Pooling::Max { kernel: 3 }).unwrap();
+        assert_eq!(s, vec![0.05, 0.10, 0.10, 0.80]);
+    }
+
+    #[test]
+    fn streaming_llm_and_ratio() {
+        let s = streaming_llm(6, 3, 1).unwrap();
+        assert_eq!(s.kept, vec![0, 4, 5]);
+        assert_eq!(s.roles, vec![Role::Sink, Role::Recent, Role::Recent]);
+        assert_eq!(streaming_llm(3, 3, 2).unwrap().kept, vec![0, 1, 2]);
+        assert_eq!(compression_ratio(4, 4).unwrap(), 1.0);
+        assert_eq!(s.r_token(), 2.0);
+    }
+
+    #[test]
+    fn mass_retained_per_step() {
+        let a = spec_attention();
+        let m = mass_retained(&a, &[0, 3]).unwrap();
+        assert!((m[0] - 0.7).abs() < 1e-6);
+        assert!((m[2] - 0.85).abs() < 1e-6);
+    }
+}
