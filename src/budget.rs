@@ -195,7 +195,10 @@ impl ModelConfig {
     fn streams(&self) -> Vec<(u64, u64)> {
         match self.mla_latent {
             Some(w) => vec![(1, w)],
-            None => vec![(self.n_kv_heads, self.d_head), (self.n_kv_heads, self.d_head)],
+            None => vec![
+                (self.n_kv_heads, self.d_head),
+                (self.n_kv_heads, self.d_head),
+            ],
         }
     }
 }
@@ -334,7 +337,12 @@ fn check_quant(q: &Option<QuantAccounting>) -> Result<(), BudgetError> {
 }
 
 /// Terms of one stream (one copy per layer-class) for `tokens` quantized tokens.
-fn stream_terms(q: &QuantAccounting, copies: u128, width: u128, tokens: u128) -> (u128, u128, u128) {
+fn stream_terms(
+    q: &QuantAccounting,
+    copies: u128,
+    width: u128,
+    tokens: u128,
+) -> (u128, u128, u128) {
     let n = copies * width * tokens;
     let codes = u128::from(packed_code_bytes(
         u64::try_from(n).unwrap_or(u64::MAX),
@@ -668,15 +676,24 @@ mod tests {
     fn errors_and_effective_bits() {
         let m = tiny();
         assert_eq!(
-            breakdown(&m, &Compression { t_kept: 0, ..Compression::none(4) })
-                .unwrap_err()
-                .to_string(),
+            breakdown(
+                &m,
+                &Compression {
+                    t_kept: 0,
+                    ..Compression::none(4)
+                }
+            )
+            .unwrap_err()
+            .to_string(),
             "kept tokens 0 is out of range: must be in 1..=4 (the total tokens)"
         );
         let mut bad = tiny();
         bad.d_head = 0;
         assert!(breakdown(&bad, &Compression::none(4)).is_err());
-        assert_eq!(effective_bits(4, Scheme::Symmetric, 128, MetaDtype::F16), 4.125);
+        assert_eq!(
+            effective_bits(4, Scheme::Symmetric, 128, MetaDtype::F16),
+            4.125
+        );
         let fit = tokens_that_fit(&m, &Compression::none(1), 160).unwrap();
         assert_eq!(fit, 10);
         assert_eq!(gib(1 << 30), 1.0);

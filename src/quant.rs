@@ -457,7 +457,9 @@ fn unreachable_matrix() -> Matrix {
 }
 
 /// Bytes that a stored scale or zero point takes (note §2.4: metadata is not free).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MetaDtype {
     /// 2 bytes (the default, as KIVI stores them).
@@ -536,7 +538,9 @@ pub fn error_stats(x: &Matrix, q: &Quantized) -> ErrorStats {
 
 /// Shape mismatch between an original tensor and its quantized form.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("shape mismatch: original is {rows} x {cols} but the quantized tensor is {q_rows} x {q_cols}")]
+#[error(
+    "shape mismatch: original is {rows} x {cols} but the quantized tensor is {q_rows} x {q_cols}"
+)]
 pub struct ShapeMismatch {
     /// Original rows.
     pub rows: usize,
@@ -662,8 +666,7 @@ pub fn row_errors(x: &Matrix, q: &Quantized) -> Result<Vec<RowError>, ShapeMisma
     let mut hat = vec![0f32; x.data().len()];
     q.dequantize_into(&mut hat);
     let cols = x.cols();
-    Ok(x
-        .iter_rows()
+    Ok(x.iter_rows()
         .zip(hat.chunks_exact(cols))
         .enumerate()
         .map(|(r, (row, hrow))| {
@@ -718,6 +721,7 @@ mod tests {
         assert!(q.zero_points().is_empty());
     }
 
+    #[test]
     fn asymmetric_hand_example() {
         // [0, 1, 2, 3] at 2 bits: scale = 3/3 = 1, zp = 0, codes = values
         let x = m(4, 1, &[0.0, 1.0, 2.0, 3.0]);

@@ -229,7 +229,11 @@ fn top_k(scores: &[f32], candidates: std::ops::Range<usize>, k: usize) -> Vec<us
 /// The heavy-hitters-plus-recent rule on a score vector (math-spec §3):
 /// `recent = [max(0, T-r), T)`, `heavy` = the `(B - |recent|)^+` highest-scored tokens among
 /// `[0, T-r)`, `kept = sorted(recent ∪ heavy)`, and only its last `B` when `r > B`.
-fn heavy_plus_recent(scores: &[f32], budget: usize, recent: usize) -> Result<Selection, SelectError> {
+fn heavy_plus_recent(
+    scores: &[f32],
+    budget: usize,
+    recent: usize,
+) -> Result<Selection, SelectError> {
     let total = scores.len();
     if total == 0 {
         return Err(SelectError::NoTokens);
@@ -315,7 +319,10 @@ fn pool_in_place(xs: &mut [f32], pooling: Pooling, total: usize) -> Result<(), S
         for (i, out) in xs.iter_mut().enumerate() {
             let lo = i.saturating_sub(half);
             let hi = (i + half + 1).min(n);
-            *out = src[lo..hi].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            *out = src[lo..hi]
+                .iter()
+                .copied()
+                .fold(f32::NEG_INFINITY, f32::max);
         }
     } else {
         // Running sum in f64; divide by the full kernel (padding counts as zeros).
@@ -449,7 +456,9 @@ mod tests {
             Err(SelectError::NonFinite { index: 1, .. })
         ));
         assert_eq!(
-            observation_scores(&a, 4, Pooling::None).unwrap_err().to_string(),
+            observation_scores(&a, 4, Pooling::None)
+                .unwrap_err()
+                .to_string(),
             "observation window 4 is out of range: must be in 1..=3 (the number of attention rows)"
         );
         assert!(observation_scores(&a, 1, Pooling::Avg { kernel: 2 }).is_err());

@@ -1,0 +1,332 @@
+//! Property tests of the math core's invariants (math-spec §2 and §3) and a comparison with
+//! an independent f64 reference implementation written from the spec's formulas.
+
+use kvlab::quant::{
+    error_stats, group_errors, quantize, round_half_even, row_errors, Granularity, QuantConfig,
+    Scheme,
+};
+use kvlab::select::{
+    compression_ratio, cumulative_scores, h2o, mass_retained, observation_scores, snapkv,
+    streaming_llm, Pooling, Role,
+};
+use kvlab::Matrix;
+use proptest::prelude::*;
+
+/// A few ulps of slack for f32 round-off in the bounds.
+const ULPS: f64 = 8.0 * f32::EPSILON as f64;
+
+fn matrix(max_rows: usize, max_cols: usize) -> impl Strategy<Value = Matrix> {
+    (1..=max_rows, 1..=max_cols).prop_flat_map(|(r, c)| {
+        prop::collection::vec(
+            prop_oneof![
+                4 => -10.0f32..10.0,
+                1 => -1e4f32..1e4,
+                1 => Just(0.0f32),
+                1 => -1e-3f32..1e-3,
+            ],
+            r * c,
+        )
+        .prop_map(move |d| Matrix::new(r, c, d).unwrap())
+    })
+}
+
+fn config() -> impl Strategy<Value = QuantConfig> {
+    (
+        prop_oneof![Just(Scheme::Symmetric), Just(Scheme::Asymmetric)],
+        prop_oneof![
+            Just(Granularity::PerChannel),
+            Just(Granularity::PerToken),
+            Just(Granularity::PerTensor)
+        ],
+        1u8..=16,
+        prop::option::of(1usize..=8),
+    )
+        .prop_map(|(scheme, granularity, bits, g)| QuantConfig {
+            bits: if scheme == Scheme::Symmetric {
+                bits.max(2)
+            } else {
+                bits
+            },
+            scheme,
+            granularity,
+            group_size: if granularity == Granularity::PerTensor {
+                None
+            } else {
+                g
+            },
+        })
+}
+
+fn fit_group(x: &Matrix, mut c: QuantConfig) -> QuantConfig {
+    let axis = match c.granularity {
+        Granularity::PerChannel => x.rows(),
+        Granularity::PerToken => x.cols(),
+        Granularity::PerTensor => return c,
+    };
+    c.group_size = c.group_size.map(|g| g.min(axis));
+    c
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn element_error_within_half_scale(x in matrix(12, 9), c in config()) {
+        let c = fit_group(&x, c);
+        let q = quantize(&x, &c).unwrap();
+        let hat = q.dequantize();
+        for r in 0..x.rows() {
+            for col in 0..x.cols() {
+                let e = (f64::from(x.get(r, col).unwrap()) - f64::from(hat.get(r, col).unwrap())).abs();
+                let s = f64::from(q.scale_of(r, col));
+                let v = f64::from(x.get(r, col).unwrap()).abs();
+                prop_assert!(e <= s / 2.0 * (1.0 + ULPS) + v * ULPS + f64::from(f32::from_bits(1)),
+                    "e={e} scale={s} at ({r},{col}) cfg={c:?}");
+            }
+        }
+        // x_hat is rounded to f32: allow an ulp of the largest value on top of the bound.
+        let vmax = x.data().iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
+        for g in group_errors(&x, &q).unwrap() {
+            prop_assert!(f64::from(g.max_abs) <= f64::from(g.bound) * (1.0 + 1e-5) + vmax * ULPS + 1e-40, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn row_bound_holds(x in matrix(10, 10), c in config()) {
+        let c = fit_group(&x, c);
+        let q = quantize(&x, &c).unwrap();
+        for (i, r) in row_errors(&x, &q).unwrap().iter().enumerate() {
+            // ||e|| <= ||e_exact|| + ||f32 round-off of x_hat||, the latter <= sqrt(d) * max|x| * ulps
+            let row = x.row(i).unwrap();
+            let vmax = row.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())));
+            let slack = (row.len() as f64).sqrt() * vmax * ULPS;
+            let allowed = (r.bound.sqrt() + slack).powi(2);
+            prop_assert!(r.sq_err <= allowed, "row {i}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn codes_stay_in_range(x in matrix(8, 8), c in config()) {
+        let c = fit_group(&x, c);
+        let q = quantize(&x, &c).unwrap();
+        let qmax = c.qmax();
+        for &code in q.codes() {
+            let code = i64::from(code);
+            match c.scheme {
+                Scheme::Symmetric => prop_assert!((-qmax..=qmax).contains(&code)),
+                Scheme::Asymmetric => prop_assert!((0..=qmax).contains(&code)),
+            }
+        }
+        let st = error_stats(&x, &q);
+        prop_assert!(st.compression_ratio_no_meta >= 1.0);
+        prop_assert!(st.max_abs.is_finite() && st.rmse <= st.max_abs + 1e-12);
+    }
+
+    #[test]
+    fn asymmetric_uses_the_range_no_worse_on_positive_data(
+        (r, c) in (1usize..10, 1usize..6),
+        seed in prop::collection::vec(0.01f32..100.0, 60),
+        bits in 2u8..=8,
+    ) {
+        let d: Vec<f32> = seed.iter().cycle().take(r * c).copied().collect();
+        let x = Matrix::new(r, c, d).unwrap();
+        let mk = |scheme| QuantConfig { bits, scheme, granularity: Granularity::PerChannel, group_size: None };
+        let qs = quantize(&x, &mk(Scheme::Symmetric)).unwrap();
+        let qa = quantize(&x, &mk(Scheme::Asymmetric)).unwrap();
+        // On all-positive data the asymmetric grid step is never coarser.
+        for (a, s) in qa.scales().iter().zip(qs.scales()) {
+            prop_assert!(f64::from(*a) <= f64::from(*s) * (1.0 + 1e-6), "asym {a} sym {s}");
+        }
+        // Range use per channel: the fraction of the code range the channel's codes span.
+        let span = |q: &kvlab::quant::Quantized, col: usize| {
+            let codes: Vec<i32> = (0..r).map(|row| q.codes()[row * c + col]).collect();
+            let lo = *codes.iter().min().unwrap();
+            let hi = *codes.iter().max().unwrap();
+            f64::from(hi - lo) / (2 * q.config().qmax().max(1)) as f64
+        };
+        for col in 0..c {
+            let column = x.column(col).unwrap();
+            if column.iter().all(|&v| v == column[0]) { continue; }
+            let asym = span(&qa, col) * 2.0; // asymmetric range is 0..=qmax, not -qmax..=qmax
+            prop_assert!(asym + 1e-9 >= span(&qs, col), "channel {col}: asym {asym} sym {}", span(&qs, col));
+        }
+    }
+
+    #[test]
+    fn selection_invariants(
+        scores in prop::collection::vec(prop_oneof![0.0f32..1.0, Just(0.5f32)], 1..60),
+        b in 1usize..70, r in 0usize..70,
+    ) {
+        let t = scores.len();
+        let b = b.min(t);
+        let s = snapkv(&scores, b, r).unwrap();
+        prop_assert_eq!(s.kept.len(), b.min(t));
+        let mut all: Vec<usize> = s.kept.iter().chain(&s.dropped).copied().collect();
+        all.sort();
+        prop_assert_eq!(all, (0..t).collect::<Vec<_>>());
+        prop_assert!(s.kept.windows(2).all(|w| w[0] < w[1]));
+        prop_assert!(s.dropped.windows(2).all(|w| w[0] < w[1]));
+        if r <= b {
+            for i in t.saturating_sub(r)..t {
+                prop_assert!(s.kept.contains(&i), "recent token {i} dropped");
+            }
+        }
+        // every kept heavy hitter scores at least as high as every dropped older token
+        for (&k, role) in s.kept.iter().zip(&s.roles) {
+            if *role == Role::Heavy {
+                for &d in &s.dropped {
+                    prop_assert!(scores[k] > scores[d] || (scores[k] == scores[d] && k < d));
+                }
+            }
+        }
+        let ratio = compression_ratio(t, s.kept.len()).unwrap();
+        prop_assert!(ratio >= 1.0);
+    }
+
+    #[test]
+    fn streaming_invariants(t in 1usize..80, b in 1usize..80, s in 0usize..10) {
+        let b = b.min(t);
+        let s = s.min(b);
+        let sel = streaming_llm(t, b, s).unwrap();
+        prop_assert_eq!(sel.kept.len(), b);
+        for i in 0..s { prop_assert!(sel.kept.contains(&i)); }
+        prop_assert!(sel.kept.contains(&(t - 1)) || b == s);
+    }
+
+    #[test]
+    fn mass_retained_is_monotone_in_budget(a in matrix(6, 30)) {
+        let a = Matrix::new(a.rows(), a.cols(), a.data().iter().map(|v| v.abs()).collect()).unwrap();
+        let t = a.cols();
+        let mut last = -1.0f64;
+        for b in 1..=t {
+            let sel = h2o(&a, b, 0).unwrap();
+            let m: f64 = mass_retained(&a, &sel.kept).unwrap().iter().sum();
+            prop_assert!(m >= last - 1e-9, "B={b}: {m} < {last}");
+            last = m;
+        }
+    }
+}
+
+// ---- f64 reference, written from math-spec §2 directly ----
+
+fn reference_quant(x: &[f64], bits: u8, scheme: Scheme) -> Vec<f64> {
+    let mn = x.iter().copied().fold(f64::INFINITY, f64::min);
+    let mx = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    match scheme {
+        Scheme::Symmetric => {
+            let qmax = f64::from((1u32 << (bits - 1)) - 1);
+            let scale = f64::from((mn.abs().max(mx.abs()) / qmax) as f32);
+            x.iter()
+                .map(|&v| scale * round_half_even(v / scale).clamp(-qmax, qmax))
+                .collect()
+        }
+        Scheme::Asymmetric => {
+            let qmax = f64::from((1u32 << bits) - 1);
+            let scale = f64::from(((mx - mn) / qmax) as f32);
+            let zp = round_half_even(-mn / scale);
+            x.iter()
+                .map(|&v| scale * (round_half_even(v / scale + zp).clamp(0.0, qmax) - zp))
+                .collect()
+        }
+    }
+}
+
+#[test]
+fn quantization_matches_the_f64_reference() {
+    // Deterministic pseudo-random inputs (xorshift), many shapes and bit widths.
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut checked = 0;
+    for case in 0..200 {
+        let rows = 1 + (next() * 40.0) as usize;
+        let cols = 1 + (next() * 8.0) as usize;
+        let spread = [1.0, 100.0, 1e-3][case % 3];
+        let offset = if case % 4 == 0 { 5.0 * spread } else { 0.0 };
+        let data: Vec<f32> = (0..rows * cols)
+            .map(|_| ((next() * 2.0 - 1.0) * spread + offset) as f32)
+            .collect();
+        let x = Matrix::new(rows, cols, data).unwrap();
+        for scheme in [Scheme::Symmetric, Scheme::Asymmetric] {
+            for bits in [2u8, 3, 4, 8, 16] {
+                let cfg = QuantConfig {
+                    bits,
+                    scheme,
+                    granularity: Granularity::PerChannel,
+                    group_size: None,
+                };
+                let q = quantize(&x, &cfg).unwrap();
+                let hat = q.dequantize();
+                for c in 0..cols {
+                    let col: Vec<f64> =
+                        x.column(c).unwrap().iter().map(|&v| f64::from(v)).collect();
+                    if col.iter().all(|&v| v == col[0]) {
+                        continue; // constant columns use the exact special case
+                    }
+                    let want = reference_quant(&col, bits, scheme);
+                    for (r, w) in want.iter().enumerate() {
+                        let got = f64::from(hat.get(r, c).unwrap());
+                        assert_eq!(
+                            got,
+                            f64::from(*w as f32),
+                            "case {case} {scheme:?} b={bits} ({r},{c})"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000);
+}
+
+#[test]
+fn selection_matches_a_full_sort_reference() {
+    let mut state = 7u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as f64 / (1u64 << 31) as f64
+    };
+    for _ in 0..300 {
+        let rows = 1 + (next() * 6.0) as usize;
+        let t = 1 + (next() * 50.0) as usize;
+        // coarse values produce ties on purpose
+        let data: Vec<f32> = (0..rows * t)
+            .map(|_| ((next() * 4.0).floor() / 4.0) as f32)
+            .collect();
+        let a = Matrix::new(rows, t, data).unwrap();
+        let b = 1 + (next() * t as f64) as usize;
+        let b = b.min(t);
+        let r = (next() * (t as f64 + 3.0)) as usize;
+        // reference: f64 column sums, full sort by (score desc, index asc)
+        let scores: Vec<f64> = (0..t)
+            .map(|i| (0..rows).map(|s| f64::from(a.get(s, i).unwrap())).sum())
+            .collect();
+        let recent_start = t.saturating_sub(r);
+        let mut older: Vec<usize> = (0..recent_start).collect();
+        older.sort_by(|&x, &y| scores[y].partial_cmp(&scores[x]).unwrap().then(x.cmp(&y)));
+        let n_heavy = b.saturating_sub(t - recent_start);
+        let mut want: Vec<usize> = older
+            .into_iter()
+            .take(n_heavy)
+            .chain(recent_start..t)
+            .collect();
+        want.sort();
+        let want: Vec<usize> = want[want.len().saturating_sub(b)..].to_vec();
+        let got = h2o(&a, b, r).unwrap();
+        assert_eq!(got.kept, want, "T={t} B={b} r={r}");
+        let cs = cumulative_scores(&a);
+        for (g, w) in cs.iter().zip(&scores) {
+            assert_eq!(*g, *w as f32);
+        }
+        // SnapKV with the whole history as the window and no pooling equals H2O
+        let obs = observation_scores(&a, rows, Pooling::None).unwrap();
+        assert_eq!(snapkv(&obs, b, r).unwrap().kept, got.kept);
+    }
+}
