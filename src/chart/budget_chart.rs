@@ -1,0 +1,159 @@
+//! The budget bar (note §1, issue 4 §1): `M_KV,final = T_kept x bytes_token + M_meta + M_index`
+//! as a stacked bar of its terms, against the full-precision `M_fp`.
+//!
+//! The view holds what [`crate::budget::breakdown`] computed, already converted to the unit the
+//! page shows (bytes, MiB or GiB) and formatted as text by the page.
+
+use super::layout::{alpha, axes, begin, draw_err, tick_text, Axes, LegendItem, Mark};
+use super::{ChartError, ChartStyle, PixelRect};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// One term of `M_KV,final`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetTerm<'a> {
+    /// Its name, e.g. "codes", "fp kept", "scales", "zero points", "score state", "index".
+    pub label: &'a str,
+    /// Its size in the unit of the x axis (values that are not finite and positive draw no
+    /// segment, but the term stays in the legend).
+    pub value: f64,
+    /// Its size as the page formats it, e.g. "1.02 GiB"; shown after the label in the legend.
+    pub value_text: &'a str,
+}
+
+/// `M_KV,final` as stacked terms beside `M_fp`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetBarView<'a> {
+    /// Chart title ("" for none).
+    pub title: &'a str,
+    /// x axis name with its unit, e.g. "GiB".
+    pub x_label: &'a str,
+    /// Name of the stacked bar, e.g. "M_KV,final".
+    pub final_label: &'a str,
+    /// The terms of `M_KV,final`, stacked left to right in this order (coloured by
+    /// [`ChartStyle::palette`] in order).
+    pub terms: &'a [BudgetTerm<'a>],
+    /// The total as text, shown at the end of the stacked bar, e.g. "1.31 GiB (R = 12.2x)".
+    pub final_text: &'a str,
+    /// Name of the comparison bar, e.g. "M_fp (full precision)".
+    pub fp_label: &'a str,
+    /// `M_fp` in the unit of the x axis.
+    pub fp_value: f64,
+    /// `M_fp` as text, shown at the end of its bar.
+    pub fp_text: &'a str,
+}
+
+/// Draw the stacked bar of `M_KV,final`'s terms above a bar of `M_fp`, each named above its
+/// left end and with its total at its right end; the legend lists every term as
+/// "label value_text" with its colour.
+///
+/// The x axis spans `[0, 1.25 max(Σ terms, M_fp)]` (room for the totals). A positive term
+/// too small to see still gets one pixel.
+pub fn budget_bar<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    view: &BudgetBarView,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let texts: Vec<String> = view
+        .terms
+        .iter()
+        .map(|t| match (t.label.is_empty(), t.value_text.is_empty()) {
+            (true, _) => String::new(),
+            (false, true) => t.label.to_string(),
+            (false, false) => format!("{} {}", t.label, t.value_text),
+        })
+        .collect();
+    let legend: Vec<LegendItem> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| LegendItem {
+            mark: Mark::Box(alpha(style.palette_color(i), 1.0)),
+            text,
+        })
+        .collect();
+    let body = begin(root, style, view.title, &legend)?;
+    let usable = |v: f64| if v.is_finite() && v > 0.0 { v } else { 0.0 };
+    let sum: f64 = view.terms.iter().map(|t| usable(t.value)).sum();
+    let fp = usable(view.fp_value);
+    let max = sum.max(fp);
+    let x_hi = if max > 0.0 && (max * 1.25).is_finite() {
+        max * 1.25
+    } else {
+        1.0
+    };
+    let fx = |v: &f64| tick_text(*v, x_hi);
+    let Some(plot) = axes(
+        &body,
+        style,
+        RangedCoordf64::from(0.0..x_hi),
+        RangedCoordf64::from(0.0..2.0),
+        (0.0, 2.0),
+        &Axes {
+            x_label: view.x_label,
+            y_label: "",
+            x_ticks: true,
+            y_ticks: false,
+            y_grid: false,
+        },
+        &fx,
+        &|_: &f64| String::new(),
+    )?
+    else {
+        return Ok(PixelRect::default());
+    };
+    let name = style
+        .text(0.9, style.foreground)
+        .pos(Pos::new(HPos::Left, VPos::Bottom));
+    let total = style
+        .text(0.9, style.foreground)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let pad = style.px(4.0);
+
+    // (band bottom, band top) in y units: M_KV,final on top, M_fp below.
+    let bars = [(1.1, 1.6, view.final_label, view.final_text), (0.1, 0.6, view.fp_label, view.fp_text)];
+    for (i, &(b0, b1, label, text)) in bars.iter().enumerate() {
+        let (y0, y1) = (plot.y_px(b1), plot.y_px(b0).max(plot.y_px(b1) + 1));
+        let mut end = 0;
+        if i == 0 {
+            let mut acc = 0.0;
+            for (k, t) in view.terms.iter().enumerate() {
+                let v = usable(t.value);
+                if v <= 0.0 {
+                    continue;
+                }
+                // A run of tiny terms may shift later ones right by a pixel each.
+                let x0 = plot.x_px(acc, 0.0, x_hi).max(end);
+                acc += v;
+                let x1 = plot.x_px(acc, 0.0, x_hi).max(x0 + 1);
+                plot.area
+                    .draw(&Rectangle::new(
+                        [(x0, y0), (x1, y1)],
+                        style.palette_color(k).filled(),
+                    ))
+                    .map_err(draw_err)?;
+                end = x1;
+            }
+        } else if fp > 0.0 {
+            end = plot.x_px(fp, 0.0, x_hi).max(1);
+            plot.area
+                .draw(&Rectangle::new(
+                    [(0, y0), (end, y1)],
+                    style.muted.filled(),
+                ))
+                .map_err(draw_err)?;
+        }
+        if !label.is_empty() {
+            plot.area
+                .draw_text(label, &name, (pad, y0 - style.px(3.0)))
+                .map_err(draw_err)?;
+        }
+        if !text.is_empty() {
+            plot.area
+                .draw_text(text, &total, (end + pad, (y0 + y1) / 2))
+                .map_err(draw_err)?;
+        }
+    }
+    Ok(plot.rect)
+}

@@ -1,0 +1,134 @@
+//! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/`) into `dist/`.
+//!
+//! `dist/` is a plain folder that works from any static host and any sub-path, so every URL in
+//! the page must be relative and nothing may come from another origin. [`absolute_urls`] checks
+//! our own html, css and js for the usual ways to break that; the browser tests then load the
+//! site under a sub-path and fail on any request to another origin.
+
+use crate::wasm::collect_files;
+use crate::{wasm, Result, Workspace};
+
+/// Builds, then copies `www/` into a fresh `dist/`.
+pub fn dist(ws: &Workspace) -> Result<()> {
+    wasm::build(ws)?;
+    let (www, dist) = (ws.www(), ws.dist());
+    for required in ["index.html", "pkg/kvlab.js", "pkg/kvlab_bg.wasm"] {
+        if !www.join(required).is_file() {
+            return Err(format!("{} is missing", www.join(required).display()).into());
+        }
+    }
+    let mut files = Vec::new();
+    collect_files(&www, &mut files)?;
+    files.sort();
+    let mut problems = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&www)?;
+        let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+        // The generated glue is wasm-bindgen's; it loads the module relative to import.meta.url.
+        if matches!(ext, "html" | "css" | "js" | "mjs") && !rel.starts_with("pkg") {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            for (line, found) in absolute_urls(&text) {
+                problems.push(format!("{}:{line}: {found}", rel.display()));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(format!(
+            "dist must use relative URLs to its own files only (it may be served from a \
+             sub-path, with no other origin); found:\n  {}",
+            problems.join("\n  ")
+        )
+        .into());
+    }
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist)
+            .map_err(|e| format!("cannot clear {}: {e}", dist.display()))?;
+    }
+    for file in &files {
+        let to = dist.join(file.strip_prefix(&www)?);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(file, &to)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
+    }
+    println!(
+        "xtask: dist assembled: {} files in {}",
+        files.len(),
+        dist.display()
+    );
+    Ok(())
+}
+
+/// Root-relative or other-origin URLs in html/css/js text, as `(line, snippet)`.
+///
+/// XML namespace names (`http://www.w3.org/...`) are identifiers, not requests, and are allowed.
+pub fn absolute_urls(text: &str) -> Vec<(usize, String)> {
+    const PATTERNS: [&str; 12] = [
+        "src=\"/",
+        "href=\"/",
+        "src='/",
+        "href='/",
+        "url(/",
+        "url(\"/",
+        "url('/",
+        "from \"/",
+        "from '/",
+        "import(\"/",
+        "import('/",
+        "//",
+    ];
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if PATTERNS.iter().any(|p| line_has(line, p)) {
+            found.push((i + 1, line.trim().chars().take(80).collect()));
+        }
+    }
+    found
+}
+
+fn line_has(line: &str, pattern: &str) -> bool {
+    line.match_indices(pattern).any(|(at, _)| {
+        if pattern != "//" {
+            return true;
+        }
+        // Only a scheme-relative or absolute URL counts: `http://`, `https://`, `"//host`.
+        let before = &line[..at];
+        let is_url = ["http:", "https:", "\"", "'", "("]
+            .iter()
+            .any(|b| before.ends_with(b));
+        is_url && !line[at..].starts_with("//www.w3.org/")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_urls_pass() {
+        let ok = r#"<script type="module" src="./main.js"></script>
+<link rel="icon" href="favicon.svg">
+// a comment with // slashes
+import init from './pkg/kvlab.js';
+el.setAttribute('xmlns', 'http://www.w3.org/2000/svg');
+background: url(./bg.png);"#;
+        assert_eq!(absolute_urls(ok), vec![]);
+    }
+
+    #[test]
+    fn absolute_and_foreign_urls_are_found() {
+        for bad in [
+            r#"<script src="/main.js"></script>"#,
+            r#"<link href='/style.css'>"#,
+            r#"<img src="https://example.com/a.png">"#,
+            r#"@import url(//fonts.example/x.css);"#,
+            r#"import x from "/pkg/kvlab.js";"#,
+            r#"fetch("http://127.0.0.1:9/x")"#,
+            r#"<script src="//cdn.example/x.js"></script>"#,
+        ] {
+            assert_eq!(absolute_urls(bad).len(), 1, "{bad}");
+        }
+    }
+}
