@@ -691,11 +691,12 @@ pub fn keys(spec: &KvSpec) -> Result<Matrix, SynthError> {
     spec.validate()?;
     let layout = kv_layout_unchecked(spec);
     let f = channel_factors(spec, &layout, true);
+    let table = normal_table();
     let mut rng = Rng::stream(spec.seed, STREAM_KEYS);
     let mut data = vec![0.0f32; spec.tokens * spec.channels];
     for row in data.chunks_exact_mut(spec.channels) {
         for (x, &(m, fold)) in row.iter_mut().zip(&f) {
-            let (z, coin) = rng.normal_and_coin();
+            let (z, coin) = rng.normal_and_coin(table);
             *x = (m * if coin < fold { z.abs() } else { z }) as f32;
         }
     }
@@ -710,12 +711,13 @@ pub fn values(spec: &KvSpec) -> Result<Matrix, SynthError> {
     let layout = kv_layout_unchecked(spec);
     let f = channel_factors(spec, &layout, false);
     let variation = f64::from(spec.token_scale_variation);
+    let table = normal_table();
     let mut rng = Rng::stream(spec.seed, STREAM_VALUES);
     let mut data = vec![0.0f32; spec.tokens * spec.channels];
     for row in data.chunks_exact_mut(spec.channels) {
         let s_t = exp(variation * rng.normal());
         for (x, &(m, fold)) in row.iter_mut().zip(&f) {
-            let (z, coin) = rng.normal_and_coin();
+            let (z, coin) = rng.normal_and_coin(table);
             *x = (s_t * m * if coin < fold { z.abs() } else { z }) as f32;
         }
     }
@@ -861,26 +863,27 @@ impl Rng {
     /// `p` in `[1/64, 63/64)` (97% of draws) by the cubic-Hermite table of [`normal_table`], in
     /// the tails by [`inverse_normal_cdf`] directly.
     fn normal(&mut self) -> f64 {
-        self.normal_and_coin().0
+        self.normal_and_coin(normal_table()).0
     }
 
     /// A standard normal and, from the 11 bits of the same draw it does not use, a fair coin
-    /// with [`COIN_SIDES`] sides (`0..2048`), independent of it.
-    fn normal_and_coin(&mut self) -> (f64, u64) {
+    /// with [`COIN_SIDES`] sides (`0..2048`), independent of it. `table` is [`normal_table`],
+    /// passed in so hot loops fetch it once.
+    fn normal_and_coin(&mut self, table: &[[f64; 4]]) -> (f64, u64) {
         let u = self.next_u64();
-        (Self::normal_from_bits(u >> 11), u & (COIN_SIDES - 1))
+        (normal_from_bits(table, u >> 11), u & (COIN_SIDES - 1))
     }
+}
 
-    /// The normal whose uniform is `p = (u + 0.5) / 2^53`, `u < 2^53`.
-    fn normal_from_bits(u: u64) -> f64 {
-        let k = (u >> NORMAL_FRAC_BITS) as usize;
-        if let Some(c) = normal_table().get(k.wrapping_sub(NORMAL_TAIL)) {
-            let t = ((u & ((1 << NORMAL_FRAC_BITS) - 1)) as f64 + 0.5)
-                * (1.0 / (1u64 << NORMAL_FRAC_BITS) as f64);
-            c[0] + t * (c[1] + t * (c[2] + t * c[3]))
-        } else {
-            inverse_normal_cdf((u as f64 + 0.5) * (1.0 / (1u64 << 53) as f64))
-        }
+/// The normal whose uniform is `p = (u + 0.5) / 2^53`, `u < 2^53`; `table` is [`normal_table`].
+fn normal_from_bits(table: &[[f64; 4]], u: u64) -> f64 {
+    let k = (u >> NORMAL_FRAC_BITS) as usize;
+    if let Some(c) = table.get(k.wrapping_sub(NORMAL_TAIL)) {
+        let t = ((u & ((1 << NORMAL_FRAC_BITS) - 1)) as f64 + 0.5)
+            * (1.0 / (1u64 << NORMAL_FRAC_BITS) as f64);
+        c[0] + t * (c[1] + t * (c[2] + t * c[3]))
+    } else {
+        inverse_normal_cdf((u as f64 + 0.5) * (1.0 / (1u64 << 53) as f64))
     }
 }
 
@@ -1155,7 +1158,7 @@ mod tests {
         let mut worst = 0.0f64;
         for _ in 0..1_000_000 {
             let u = rng.next_u64() >> 11;
-            let z = Rng::normal_from_bits(u);
+            let z = normal_from_bits(normal_table(), u);
             let exact = inverse_normal_cdf((u as f64 + 0.5) / (1u64 << 53) as f64);
             worst = worst.max((z - exact).abs());
         }

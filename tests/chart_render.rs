@@ -24,9 +24,7 @@ impl El {
             .map(|(_, v)| v.as_str())
     }
     fn num(&self, k: &str) -> f64 {
-        self.get(k)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN)
+        self.get(k).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
     }
     fn points(&self) -> Vec<(i32, i32)> {
         self.get("points")
@@ -46,7 +44,12 @@ impl El {
     }
     /// Whether a `<rect>` lies inside `r` (inclusive of its right/bottom edge).
     fn rect_inside(&self, r: PixelRect) -> bool {
-        let (x, y, w, h) = (self.num("x"), self.num("y"), self.num("width"), self.num("height"));
+        let (x, y, w, h) = (
+            self.num("x"),
+            self.num("y"),
+            self.num("width"),
+            self.num("height"),
+        );
         x >= f64::from(r.x)
             && y >= f64::from(r.y)
             && x + w <= f64::from(r.x) + f64::from(r.w) + 0.5
@@ -283,7 +286,14 @@ fn group_bars_mark_bounds_and_alarm() {
     });
     let els = parse(&svg);
     let t = texts(&els);
-    for l in ["Per-channel max error", "channel j", "max |x - x_hat|", "measured", "scale/2", "above bound!"] {
+    for l in [
+        "Per-channel max error",
+        "channel j",
+        "max |x - x_hat|",
+        "measured",
+        "scale/2",
+        "above bound!",
+    ] {
         assert!(t.contains(&l), "missing {l:?}");
     }
     let ok = rects(&els, &hex(style.primary), rect);
@@ -327,15 +337,17 @@ fn group_bars_aggregate_4096_groups_to_pixel_columns() {
         .collect();
     errors[4000].max_abs = 0.05; // one breach among 4096
     let view = group_view(&errors);
-    let t0 = std::time::Instant::now();
     let (svg, rect) = render("group_bars_4096", (800, 300), |root| {
         group_error_bars(root, &view, &style).unwrap()
     });
-    let _ = t0;
     let els = parse(&svg);
     let bars = rects(&els, &hex(style.primary), rect).len();
     let alarm = rects(&els, &hex(style.alarm), rect);
-    assert_eq!(bars + alarm.len(), rect.w as usize, "one bar per pixel column");
+    assert_eq!(
+        bars + alarm.len(),
+        rect.w as usize,
+        "one bar per pixel column"
+    );
     assert_eq!(alarm.len(), 1);
     // the breach stays visible: its column is at 4000/4096 of the width
     let ax = alarm[0].num("x") - f64::from(rect.x);
@@ -383,7 +395,10 @@ fn row_errors_downsample_131072_rows_to_pixel_width() {
     // the bound is flat at its expected height
     let top = 1.1 * 0.05;
     let yb = y_of(0.05, (0.0, top), rect.h) + rect.y;
-    assert!(bound_lines[0].points().iter().all(|p| (p.1 - yb).abs() <= 1));
+    assert!(bound_lines[0]
+        .points()
+        .iter()
+        .all(|p| (p.1 - yb).abs() <= 1));
     assert!(texts(&els).contains(&"1/4 sum scale^2"));
     assert!(!svg.contains(&hex(style.alarm)));
 }
@@ -476,9 +491,21 @@ fn heatmap_nan_range_and_shape_rules() {
     assert!(heatmap_rgba(&v, 1, 3, 3, 1, Colormap::Viridis, (f32::NAN, 1.0)).is_ok());
     // shapes
     let err = heatmap_rgba(&v, 2, 2, 4, 4, Colormap::Viridis, (0.0, 1.0)).unwrap_err();
-    assert!(matches!(err, ChartError::GridShape { len: 3, rows: 2, cols: 2, expected: 4, .. }));
+    assert!(matches!(
+        err,
+        ChartError::GridShape {
+            len: 3,
+            rows: 2,
+            cols: 2,
+            expected: 4,
+            ..
+        }
+    ));
     let msg = err.to_string();
-    assert!(msg.contains("values has 3 values") && msg.contains("2 x 2 = 4"), "{msg}");
+    assert!(
+        msg.contains("values has 3 values") && msg.contains("2 x 2 = 4"),
+        "{msg}"
+    );
     let err = heatmap_rgba(&[], 0, 0, 100_000, 100_000, Colormap::Viridis, (0.0, 1.0));
     assert!(matches!(err, Err(ChartError::OutputTooLarge { .. })));
     assert!(heatmap_rgba(&[], usize::MAX, 2, 4, 4, Colormap::Viridis, (0.0, 1.0)).is_err());
@@ -506,17 +533,8 @@ fn attention_heatmap_marks_kept_and_dims_dropped_columns() {
     let mut marks = AttentionMarks::new(&states, &style);
     marks.strip_px = 2;
     // 4 x 4 attention, 4 x 6 output: 2 strip rows + 4 heat rows (one per query row)
-    let rgba = attention_heatmap_rgba(
-        &PATTERN,
-        4,
-        4,
-        4,
-        6,
-        Colormap::Viridis,
-        (0.0, 9.0),
-        &marks,
-    )
-    .unwrap();
+    let rgba = attention_heatmap_rgba(&PATTERN, 4, 4, 4, 6, Colormap::Viridis, (0.0, 9.0), &marks)
+        .unwrap();
     let c = |s: TokenState| {
         let c = style.states.of(s);
         [c.0, c.1, c.2, 255]
@@ -533,7 +551,10 @@ fn attention_heatmap_marks_kept_and_dims_dropped_columns() {
     // the dropped column is grey (r = g = b), faded toward white, not the colour map
     for y in 2..6 {
         let p = px(&rgba, 4, 1, y);
-        assert!(p[0] == p[1] && p[1] == p[2], "dropped pixel {p:?} is not grey");
+        assert!(
+            p[0] == p[1] && p[1] == p[2],
+            "dropped pixel {p:?} is not grey"
+        );
         assert!(p[0] >= 153, "dropped pixel {p:?} is not faded toward white");
         assert_eq!(p[3], 255);
     }
@@ -554,17 +575,43 @@ fn attention_heatmap_marks_kept_and_dims_dropped_columns() {
     let values = vec![0.5f32; 2 * cols];
     let mut marks = AttentionMarks::new(&states, &style);
     marks.strip_px = 3;
-    let rgba =
-        attention_heatmap_rgba(&values, 2, cols, 800, 10, Colormap::Viridis, (0.0, 1.0), &marks)
-            .unwrap();
-    let heavy_cols: Vec<u32> = (0..800).filter(|&x| px(&rgba, 800, x, 0) == c(Heavy)).collect();
+    let rgba = attention_heatmap_rgba(
+        &values,
+        2,
+        cols,
+        800,
+        10,
+        Colormap::Viridis,
+        (0.0, 1.0),
+        &marks,
+    )
+    .unwrap();
+    let heavy_cols: Vec<u32> = (0..800)
+        .filter(|&x| px(&rgba, 800, x, 0) == c(Heavy))
+        .collect();
     assert_eq!(heavy_cols, vec![20_000 * 800 / 32_768]);
-    assert_eq!(px(&rgba, 800, heavy_cols[0], 9), lut_rgba(Colormap::Viridis, 0.5));
+    assert_eq!(
+        px(&rgba, 800, heavy_cols[0], 9),
+        lut_rgba(Colormap::Viridis, 0.5)
+    );
 
     // states must match the columns
-    let err = attention_heatmap_rgba(&PATTERN, 4, 4, 4, 4, Colormap::Viridis, (0.0, 1.0), &AttentionMarks::new(&[Sink], &style))
-        .unwrap_err();
-    assert!(err.to_string().contains("states has 1 entries but attention columns has 4"), "{err}");
+    let err = attention_heatmap_rgba(
+        &PATTERN,
+        4,
+        4,
+        4,
+        4,
+        Colormap::Viridis,
+        (0.0, 1.0),
+        &AttentionMarks::new(&[Sink], &style),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("states has 1 entries but attention columns has 4"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -613,13 +660,29 @@ fn heatmap_frame_leaves_the_plot_empty_and_aligns_the_strip() {
     assert!(rect.x >= 0 && rect.x as u32 + rect.w <= 800 && rect.y as u32 + rect.h <= 320);
     let els = parse(&svg);
     let t = texts(&els);
-    for l in ["Attention (dropped columns dimmed)", "key token i", "query step t", "attention a[t][i]", "sink", "heavy", "recent", "dropped", "0.25"] {
+    for l in [
+        "Attention (dropped columns dimmed)",
+        "key token i",
+        "query step t",
+        "attention a[t][i]",
+        "sink",
+        "heavy",
+        "recent",
+        "dropped",
+        "0.25",
+    ] {
         assert!(t.contains(&l), "missing {l:?} in {t:?}");
     }
     // nothing drawn inside the plotting area: the page puts the pixels there
     let inside = els.iter().filter(|e| {
         (e.tag == "rect" && e.rect_inside(rect) && e.num("width") < f64::from(rect.w))
-            || (e.tag == "polyline" && e.points().iter().any(|&(x, y)| x > rect.x && y > rect.y && x < rect.x + rect.w as i32 - 1 && y < rect.y + rect.h as i32 - 1))
+            || (e.tag == "polyline"
+                && e.points().iter().any(|&(x, y)| {
+                    x > rect.x
+                        && y > rect.y
+                        && x < rect.x + rect.w as i32 - 1
+                        && y < rect.y + rect.h as i32 - 1
+                }))
     });
     assert_eq!(inside.count(), 0);
     // the y axis starts below the strip: the tick "0" sits at rect.y + strip_px
@@ -629,7 +692,11 @@ fn heatmap_frame_leaves_the_plot_empty_and_aligns_the_strip() {
         .map(|e| e.num("y") as i32)
         .next()
         .expect("y tick 0");
-    assert!((zero - (rect.y + 6)).abs() <= 1, "tick 0 at {zero}, plot top {}", rect.y);
+    assert!(
+        (zero - (rect.y + 6)).abs() <= 1,
+        "tick 0 at {zero}, plot top {}",
+        rect.y
+    );
     // the colour bar: gradient rectangles right of the plot
     let bar = els
         .iter()
@@ -652,7 +719,9 @@ fn score_bars_threshold_window_and_state_colours() {
     use TokenState::*;
     let style = ChartStyle::light();
     let scores = [1.35f32, 0.35, 0.30, 1.00, 0.20, 0.60, 0.10, 0.40];
-    let states = [Sink, Dropped, Dropped, Heavy, Dropped, Heavy, Recent, Recent];
+    let states = [
+        Sink, Dropped, Dropped, Heavy, Dropped, Heavy, Recent, Recent,
+    ];
     let view = ScoreBarsView {
         title: "Cumulative attention scores",
         x_label: "token i",
@@ -670,13 +739,25 @@ fn score_bars_threshold_window_and_state_colours() {
     });
     let els = parse(&svg);
     let t = texts(&els);
-    for l in ["Cumulative attention scores", "token i", "score", "top-k threshold", "recent r = 2", "sink", "heavy hitter", "recent", "dropped"] {
+    for l in [
+        "Cumulative attention scores",
+        "token i",
+        "score",
+        "top-k threshold",
+        "recent r = 2",
+        "sink",
+        "heavy hitter",
+        "recent",
+        "dropped",
+    ] {
         assert!(t.contains(&l), "missing {l:?}");
     }
-    let count = |s: TokenState| rects(&els, &hex(style.states.of(s)), rect)
-        .into_iter()
-        .filter(|e| e.get("opacity") == Some("1"))
-        .count();
+    let count = |s: TokenState| {
+        rects(&els, &hex(style.states.of(s)), rect)
+            .into_iter()
+            .filter(|e| e.get("opacity") == Some("1"))
+            .count()
+    };
     assert_eq!(count(Sink), 1);
     assert_eq!(count(Heavy), 2);
     assert_eq!(count(Dropped), 3);
@@ -694,7 +775,10 @@ fn score_bars_threshold_window_and_state_colours() {
     assert!(dashes.len() > 5, "a dashed line has several dashes");
     let top = 1.1 * 1.35;
     let y = y_of(0.6, (0.0, top), rect.h) + rect.y;
-    assert!(dashes.iter().all(|d| d.points().iter().all(|p| p.1 == y)), "threshold not at y={y}");
+    assert!(
+        dashes.iter().all(|d| d.points().iter().all(|p| p.1 == y)),
+        "threshold not at y={y}"
+    );
     // bars above the threshold reach above the line, bars below stay below
     let heavy_tops: Vec<f64> = rects(&els, &hex(style.states.heavy), rect)
         .iter()
@@ -758,7 +842,9 @@ fn score_bars_downsample_to_pixel_columns() {
 fn token_strip_runs_and_priority() {
     use TokenState::*;
     let style = ChartStyle::light();
-    let states = [Sink, Dropped, Dropped, Heavy, Heavy, Dropped, Recent, Recent];
+    let states = [
+        Sink, Dropped, Dropped, Heavy, Heavy, Dropped, Recent, Recent,
+    ];
     let view = TokenStripView {
         title: "Kept tokens",
         x_label: "token i",
@@ -771,7 +857,10 @@ fn token_strip_runs_and_priority() {
     let els = parse(&svg);
     let count = |s: TokenState| rects(&els, &hex(style.states.of(s)), rect).len();
     // runs: S | DD | HH | D | RR
-    assert_eq!((count(Sink), count(Dropped), count(Heavy), count(Recent)), (1, 2, 1, 1));
+    assert_eq!(
+        (count(Sink), count(Dropped), count(Heavy), count(Recent)),
+        (1, 2, 1, 1)
+    );
     let heavy = &rects(&els, &hex(style.states.heavy), rect)[0];
     let w8 = f64::from(rect.w) / 8.0;
     assert!((heavy.num("x") - f64::from(rect.x) - 3.0 * w8).abs() <= 1.0);
@@ -825,7 +914,13 @@ fn mass_retained_line_mean_and_gaps() {
     let dashes = lines(&els, &hex(style.reference), rect);
     assert!(dashes.len() > 5);
     assert!(dashes.iter().all(|d| d.points().iter().all(|p| p.1 == y)));
-    for l in ["Attention mass retained", "step t", "retained", "per step", "mean 0.90"] {
+    for l in [
+        "Attention mass retained",
+        "step t",
+        "retained",
+        "per step",
+        "mean 0.90",
+    ] {
         assert!(texts(&els).contains(&l));
     }
 
@@ -857,12 +952,36 @@ fn mass_retained_line_mean_and_gaps() {
 fn budget_bar_stacks_terms_against_fp() {
     let style = ChartStyle::light();
     let terms = [
-        BudgetTerm { label: "codes", value: 3.0, value_text: "3.00 GiB" },
-        BudgetTerm { label: "fp kept", value: 1.0, value_text: "1.00 GiB" },
-        BudgetTerm { label: "scales", value: 0.25, value_text: "0.25 GiB" },
-        BudgetTerm { label: "zero points", value: 0.0, value_text: "0 B" },
-        BudgetTerm { label: "score state", value: 0.0005, value_text: "0.5 MiB" },
-        BudgetTerm { label: "index", value: 0.5, value_text: "0.50 GiB" },
+        BudgetTerm {
+            label: "codes",
+            value: 3.0,
+            value_text: "3.00 GiB",
+        },
+        BudgetTerm {
+            label: "fp kept",
+            value: 1.0,
+            value_text: "1.00 GiB",
+        },
+        BudgetTerm {
+            label: "scales",
+            value: 0.25,
+            value_text: "0.25 GiB",
+        },
+        BudgetTerm {
+            label: "zero points",
+            value: 0.0,
+            value_text: "0 B",
+        },
+        BudgetTerm {
+            label: "score state",
+            value: 0.0005,
+            value_text: "0.5 MiB",
+        },
+        BudgetTerm {
+            label: "index",
+            value: 0.5,
+            value_text: "0.50 GiB",
+        },
     ];
     let view = BudgetBarView {
         title: "KV cache memory",
@@ -879,7 +998,18 @@ fn budget_bar_stacks_terms_against_fp() {
     });
     let els = parse(&svg);
     let t = texts(&els);
-    for l in ["KV cache memory", "GiB", "M_KV,final", "4.75 GiB", "M_fp", "16.00 GiB", "codes 3.00 GiB", "zero points 0 B", "score state 0.5 MiB", "index 0.50 GiB"] {
+    for l in [
+        "KV cache memory",
+        "GiB",
+        "M_KV,final",
+        "4.75 GiB",
+        "M_fp",
+        "16.00 GiB",
+        "codes 3.00 GiB",
+        "zero points 0 B",
+        "score state 0.5 MiB",
+        "index 0.50 GiB",
+    ] {
         assert!(t.contains(&l), "missing {l:?} in {t:?}");
     }
     // one segment per positive term, left to right, widths in proportion
@@ -895,7 +1025,10 @@ fn budget_bar_stacks_terms_against_fp() {
     let fp = rects(&els, &hex(style.muted), rect);
     assert_eq!(fp.len(), 1);
     assert!((fp[0].num("width") - 16.0 * unit).abs() <= 1.5);
-    assert!(fp[0].num("y") > segs[0].num("y"), "M_fp is below M_KV,final");
+    assert!(
+        fp[0].num("y") > segs[0].num("y"),
+        "M_fp is below M_KV,final"
+    );
 }
 
 // ---------------------------------------------------------------- themes, text, degenerate input
@@ -941,9 +1074,14 @@ fn length_mismatches_are_errors_naming_the_arrays() {
         recent_label: "",
         legend: LABELS,
     };
-    let (_, r) = render("mismatch", (300, 200), |root| score_bars(root, &view, &style));
+    let (_, r) = render("mismatch", (300, 200), |root| {
+        score_bars(root, &view, &style)
+    });
     let msg = r.unwrap_err().to_string();
-    assert!(msg.contains("states has 1 entries but scores has 3"), "{msg}");
+    assert!(
+        msg.contains("states has 1 entries but scores has 3"),
+        "{msg}"
+    );
 }
 
 /// Every chart, on every degenerate input, at every tiny size: no panic.
@@ -952,25 +1090,57 @@ fn degenerate_inputs_never_panic() {
     use TokenState::*;
     let style = ChartStyle::light();
     let nan = f64::NAN;
-    let sizes = [(0, 0), (1, 1), (2, 300), (300, 2), (20, 15), (90, 60), (400, 240)];
+    let sizes = [
+        (0, 0),
+        (1, 1),
+        (2, 300),
+        (300, 2),
+        (20, 15),
+        (90, 60),
+        (400, 240),
+    ];
     let empties_f32: [&[f32]; 4] = [&[], &[f32::NAN], &[0.0], &[f32::NAN, 1.0, f32::INFINITY]];
     let empties_f64: [&[f64]; 4] = [&[], &[nan], &[0.0], &[nan, 0.5, f64::INFINITY]];
     let grids: [&[f64]; 3] = [&[], &[nan, 0.0], &[1.0; 3]];
     let groups: [&[GroupError]; 4] = [
         &[],
-        &[GroupError { max_abs: f32::NAN, bound: f32::NAN }],
-        &[GroupError { max_abs: 0.0, bound: 0.0 }],
-        &[GroupError { max_abs: 1.0, bound: f32::INFINITY }, GroupError { max_abs: 2.0, bound: 1.0 }],
+        &[GroupError {
+            max_abs: f32::NAN,
+            bound: f32::NAN,
+        }],
+        &[GroupError {
+            max_abs: 0.0,
+            bound: 0.0,
+        }],
+        &[
+            GroupError {
+                max_abs: 1.0,
+                bound: f32::INFINITY,
+            },
+            GroupError {
+                max_abs: 2.0,
+                bound: 1.0,
+            },
+        ],
     ];
     let rows: [&[RowError]; 3] = [
         &[],
-        &[RowError { sq_err: nan, bound: nan }],
-        &[RowError { sq_err: 0.0, bound: 0.0 }],
+        &[RowError {
+            sq_err: nan,
+            bound: nan,
+        }],
+        &[RowError {
+            sq_err: 0.0,
+            bound: 0.0,
+        }],
     ];
     let states_for = |n: usize| vec![Sink; n];
     for &(w, h) in &sizes {
         let name = format!("degenerate_{w}x{h}");
-        for (i, &counts) in [&[][..], &[0u32][..], &[0, 5, u32::MAX][..]].iter().enumerate() {
+        for (i, &counts) in [&[][..], &[0u32][..], &[0, 5, u32::MAX][..]]
+            .iter()
+            .enumerate()
+        {
             for &grid in &grids {
                 for range in [(0.0, 0.0), (nan, 1.0), (2.0, -2.0), (-1.0, 1.0)] {
                     let view = QuantHistogramView {
@@ -981,15 +1151,21 @@ fn degenerate_inputs_never_panic() {
                         max: f64::INFINITY,
                         ..hist_view(&[], &[])
                     };
-                    render(&name, (w, h), |root| quant_histogram(root, &view, &style).unwrap());
+                    render(&name, (w, h), |root| {
+                        quant_histogram(root, &view, &style).unwrap()
+                    });
                 }
             }
         }
         for &errors in &groups {
-            render(&name, (w, h), |root| group_error_bars(root, &group_view(errors), &style).unwrap());
+            render(&name, (w, h), |root| {
+                group_error_bars(root, &group_view(errors), &style).unwrap()
+            });
         }
         for &r in &rows {
-            render(&name, (w, h), |root| row_error_vs_bound(root, &row_view(r), &style).unwrap());
+            render(&name, (w, h), |root| {
+                row_error_vs_bound(root, &row_view(r), &style).unwrap()
+            });
         }
         for &scores in &empties_f32 {
             let states = states_for(scores.len());
@@ -1007,11 +1183,20 @@ fn degenerate_inputs_never_panic() {
                         recent_label: "r",
                         legend: LABELS,
                     };
-                    render(&name, (w, h), |root| score_bars(root, &view, &style).unwrap());
+                    render(&name, (w, h), |root| {
+                        score_bars(root, &view, &style).unwrap()
+                    });
                 }
             }
-            let view = TokenStripView { title: "t", x_label: "x", states: &states, legend: LABELS };
-            render(&name, (w, h), |root| token_strip(root, &view, &style).unwrap());
+            let view = TokenStripView {
+                title: "t",
+                x_label: "x",
+                states: &states,
+                legend: LABELS,
+            };
+            render(&name, (w, h), |root| {
+                token_strip(root, &view, &style).unwrap()
+            });
         }
         for &mass in &empties_f64 {
             for mean in [nan, 0.0, 2.0] {
@@ -1024,10 +1209,19 @@ fn degenerate_inputs_never_panic() {
                     mass_label: "m",
                     mean_label: "mean",
                 };
-                render(&name, (w, h), |root| mass_retained(root, &view, &style).unwrap());
+                render(&name, (w, h), |root| {
+                    mass_retained(root, &view, &style).unwrap()
+                });
             }
         }
-        for terms in [&[][..], &[BudgetTerm { label: "", value: nan, value_text: "" }][..]] {
+        for terms in [
+            &[][..],
+            &[BudgetTerm {
+                label: "",
+                value: nan,
+                value_text: "",
+            }][..],
+        ] {
             for fp in [nan, 0.0, -1.0, f64::INFINITY] {
                 let view = BudgetBarView {
                     title: "t",
@@ -1039,10 +1233,16 @@ fn degenerate_inputs_never_panic() {
                     fp_value: fp,
                     fp_text: "",
                 };
-                render(&name, (w, h), |root| budget_bar(root, &view, &style).unwrap());
+                render(&name, (w, h), |root| {
+                    budget_bar(root, &view, &style).unwrap()
+                });
             }
         }
-        for (xr, yr, strip) in [((0.0, 0.0), (nan, nan), 0), ((0.0, 1.0), (0.0, 1.0), 1000), ((5.0, 1.0), (0.0, 64.0), 3)] {
+        for (xr, yr, strip) in [
+            ((0.0, 0.0), (nan, nan), 0),
+            ((0.0, 1.0), (0.0, 1.0), 1000),
+            ((5.0, 1.0), (0.0, 64.0), 3),
+        ] {
             let view = HeatmapFrameView {
                 title: "t",
                 x_label: "x",
@@ -1050,15 +1250,34 @@ fn degenerate_inputs_never_panic() {
                 x_range: xr,
                 y_range: yr,
                 strip_px: strip,
-                colorbar: Some(ColorbarView { colormap: Colormap::Cividis, range: (nan, nan), label: "c" }),
+                colorbar: Some(ColorbarView {
+                    colormap: Colormap::Cividis,
+                    range: (nan, nan),
+                    label: "c",
+                }),
                 legend: LABELS,
             };
-            render(&name, (w, h), |root| draw_heatmap_frame(root, &view, &style).unwrap());
+            render(&name, (w, h), |root| {
+                draw_heatmap_frame(root, &view, &style).unwrap()
+            });
         }
         // pixel buffers of the same sizes
         let marks_states = [Dropped; 3];
-        let marks = AttentionMarks { strip_px: 1000, ..AttentionMarks::new(&marks_states, &style) };
-        let buf = attention_heatmap_rgba(&[0.1, f32::NAN, 0.3], 1, 3, w, h, Colormap::Viridis, (0.0, 0.0), &marks).unwrap();
+        let marks = AttentionMarks {
+            strip_px: 1000,
+            ..AttentionMarks::new(&marks_states, &style)
+        };
+        let buf = attention_heatmap_rgba(
+            &[0.1, f32::NAN, 0.3],
+            1,
+            3,
+            w,
+            h,
+            Colormap::Viridis,
+            (0.0, 0.0),
+            &marks,
+        )
+        .unwrap();
         assert_eq!(buf.len(), (w * h * 4) as usize);
         let buf = error_heatmap_rgba(&[], 0, 0, w, h, Colormap::Viridis, f32::NAN).unwrap();
         assert_eq!(buf.len(), (w * h * 4) as usize);
@@ -1070,7 +1289,11 @@ fn degenerate_inputs_never_panic() {
     odd.palette.clear();
     odd.font_family.clear();
     odd.y_label_area = u32::MAX;
-    let terms = [BudgetTerm { label: "a", value: 1.0, value_text: "1" }];
+    let terms = [BudgetTerm {
+        label: "a",
+        value: 1.0,
+        value_text: "1",
+    }];
     let view = BudgetBarView {
         title: "t",
         x_label: "x",
@@ -1081,5 +1304,7 @@ fn degenerate_inputs_never_panic() {
         fp_value: 2.0,
         fp_text: "2",
     };
-    render("odd_style", (300, 200), |root| budget_bar(root, &view, &odd).unwrap());
+    render("odd_style", (300, 200), |root| {
+        budget_bar(root, &view, &odd).unwrap()
+    });
 }

@@ -8,7 +8,9 @@ mod common;
 fuzz_target!(|data: &[u8]| {
     if let Ok(infos) = kvlab::io::safetensors::list("f.safetensors", data) {
         for info in &infos {
-            if let Ok(t) = kvlab::io::safetensors::load_info("f.safetensors", data, info, &common::LIMITS) {
+            if let Ok(t) =
+                kvlab::io::safetensors::load_info("f.safetensors", data, info, &common::LIMITS)
+            {
                 common::check(&t);
             }
         }

@@ -112,7 +112,10 @@ pub fn budget_bar<DB: DrawingBackend>(
     let pad = style.px(4.0);
 
     // (band bottom, band top) in y units: M_KV,final on top, M_fp below.
-    let bars = [(1.1, 1.6, view.final_label, view.final_text), (0.1, 0.6, view.fp_label, view.fp_text)];
+    let bars = [
+        (1.1, 1.6, view.final_label, view.final_text),
+        (0.1, 0.6, view.fp_label, view.fp_text),
+    ];
     for (i, &(b0, b1, label, text)) in bars.iter().enumerate() {
         let (y0, y1) = (plot.y_px(b1), plot.y_px(b0).max(plot.y_px(b1) + 1));
         let mut end = 0;
@@ -140,7 +143,7 @@ pub fn budget_bar<DB: DrawingBackend>(
             plot.area
                 .draw(&Rectangle::new(
                     [(0, y0), (end, y1)],
-                    style.muted.filled(),
+                    alpha(style.muted, 0.6).filled(),
                 ))
                 .map_err(draw_err)?;
         }

@@ -242,9 +242,21 @@ pub fn error_heatmap_rgba(
 ) -> Result<Vec<u8>, ChartError> {
     check_grid(abs_err.len(), tokens, channels, "abs_err")?;
     check_out(out_w, out_h)?;
-    let pooled = pool(abs_err, tokens, channels, out_w as usize, out_h as usize, true);
+    let pooled = pool(
+        abs_err,
+        tokens,
+        channels,
+        out_w as usize,
+        out_h as usize,
+        true,
+    );
     let mut out = vec![0u8; pooled.len() * 4];
-    colorize(&pooled, colormap.lut(), &Scale::new((0.0, max_err)), &mut out);
+    colorize(
+        &pooled,
+        colormap.lut(),
+        &Scale::new((0.0, max_err)),
+        &mut out,
+    );
     Ok(out)
 }
 
@@ -444,7 +456,7 @@ pub fn draw_heatmap_frame<DB: DrawingBackend>(
     let legend = view.legend.legend(style);
     let body = begin(root, style, view.title, &legend)?;
     let full = rect_of(&body);
-    let cb_w = style.px(76.0);
+    let cb_w = style.px(88.0);
     let (body, bar_area) = match view.colorbar {
         Some(_) if i64::from(full.w) > i64::from(cb_w) + i64::from(style.px(160.0)) => {
             let (l, r) = body.split_horizontally(full.w as i32 - cb_w);
@@ -507,7 +519,14 @@ fn draw_colorbar<DB: DrawingBackend>(
         return Ok(());
     }
     let top = plot.y - ar.y;
-    let (bx0, bx1) = (style.px(10.0), style.px(24.0));
+    // [rotated label][bar][tick values], left to right.
+    let label_w = if cb.label.is_empty() {
+        0
+    } else {
+        style.font_px(0.9).ceil() as i32 + style.px(4.0)
+    };
+    let bx0 = style.px(8.0) + label_w;
+    let bx1 = bx0 + style.px(12.0);
     let n = h.min(64);
     let lut = cb.colormap.lut();
     for s in 0..n {
@@ -535,7 +554,7 @@ fn draw_colorbar<DB: DrawingBackend>(
             .text(0.9, style.foreground)
             .transform(FontTransform::Rotate270)
             .pos(Pos::new(HPos::Center, VPos::Top));
-        area.draw_text(cb.label, &label, (0, top + h / 2))
+        area.draw_text(cb.label, &label, (style.px(8.0), top + h / 2))
             .map_err(draw_err)?;
     }
     Ok(())

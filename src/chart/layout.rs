@@ -295,9 +295,10 @@ pub(crate) fn plot_height<DB: DrawingBackend>(
     ax: &Axes,
 ) -> i32 {
     match plan(body, style, ax) {
-        Some((top, _, _, bottom, _)) => (i64::from(rect_of(body).h) - i64::from(top)
-            - i64::from(bottom))
-        .clamp(0, i64::from(i32::MAX)) as i32,
+        Some((top, _, _, bottom, _)) => {
+            (i64::from(rect_of(body).h) - i64::from(top) - i64::from(bottom))
+                .clamp(0, i64::from(i32::MAX)) as i32
+        }
         None => 0,
     }
 }
@@ -352,6 +353,12 @@ where
             .y_label_formatter(if axes.y_ticks { y_fmt } else { &none });
         if !axes.y_grid {
             mesh.disable_y_mesh();
+        }
+        if !axes.y_ticks {
+            mesh.set_tick_mark_size(LabelAreaPosition::Left, 0);
+        }
+        if !axes.x_ticks {
+            mesh.set_tick_mark_size(LabelAreaPosition::Bottom, 0);
         }
         if !axes.x_label.is_empty() {
             mesh.x_desc(axes.x_label);
@@ -443,11 +450,47 @@ pub(crate) fn dashed_hline<DB: DrawingBackend>(
     let mut x = x0;
     while x < x1 {
         let e = (x + dash).min(x1);
-        area.draw(&PathElement::new(vec![(x, y), (e, y)], color.stroke_width(lw)))
-            .map_err(draw_err)?;
+        area.draw(&PathElement::new(
+            vec![(x, y), (e, y)],
+            color.stroke_width(lw),
+        ))
+        .map_err(draw_err)?;
         x = e + gap;
     }
     Ok(())
+}
+
+/// Text over a box of `bg`, so it stays readable over bars and lines. `text_style` carries
+/// the anchor; `pos` is in `area`'s pixels.
+pub(crate) fn boxed_text<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    style: &ChartStyle,
+    text: &str,
+    text_style: &TextStyle,
+    pos: (i32, i32),
+    bg: RGBAColor,
+) -> Result<(), ChartError> {
+    let (tw, th) = area
+        .estimate_text_size(text, text_style)
+        .map_err(draw_err)?;
+    let (tw, th) = (tw.min(10_000) as i32, th.min(10_000) as i32);
+    let x0 = match text_style.pos.h_pos {
+        HPos::Left => pos.0,
+        HPos::Center => pos.0 - tw / 2,
+        HPos::Right => pos.0 - tw,
+    };
+    let y0 = match text_style.pos.v_pos {
+        VPos::Top => pos.1,
+        VPos::Center => pos.1 - th / 2,
+        VPos::Bottom => pos.1 - th,
+    };
+    let p = style.px(2.0);
+    area.draw(&Rectangle::new(
+        [(x0 - p, y0 - p), (x0 + tw + p, y0 + th + p)],
+        bg.filled(),
+    ))
+    .map_err(draw_err)?;
+    area.draw_text(text, text_style, pos).map_err(draw_err)
 }
 
 /// `color` at opacity `a`.

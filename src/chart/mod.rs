@@ -131,7 +131,10 @@ impl PixelRect {
 
     /// Whether the pixel `(px, py)` lies inside.
     pub fn contains(&self, px: i32, py: i32) -> bool {
-        let (dx, dy) = (i64::from(px) - i64::from(self.x), i64::from(py) - i64::from(self.y));
+        let (dx, dy) = (
+            i64::from(px) - i64::from(self.x),
+            i64::from(py) - i64::from(self.y),
+        );
         dx >= 0 && dy >= 0 && dx < i64::from(self.w) && dy < i64::from(self.h)
     }
 }

@@ -7,7 +7,7 @@
 
 use super::downsample::{max_finite, pixel_buckets};
 use super::layout::{
-    alpha, axes, begin, draw_err, headroom, index_text, tick_text, usable_range, Axes,
+    alpha, axes, begin, boxed_text, draw_err, headroom, index_text, tick_text, usable_range, Axes,
     LegendItem, Mark, Plot,
 };
 use super::{ChartError, ChartStyle, PixelRect};
@@ -93,7 +93,10 @@ pub fn quant_histogram<DB: DrawingBackend>(
         .copied()
         .filter(|v| v.is_finite())
         .fold(f64::INFINITY, f64::min);
-    ends.extend([grid_lo, max_finite(view.grid.iter().copied()).unwrap_or(f64::NAN)]);
+    ends.extend([
+        grid_lo,
+        max_finite(view.grid.iter().copied()).unwrap_or(f64::NAN),
+    ]);
     let lo = ends
         .iter()
         .copied()
@@ -179,7 +182,10 @@ pub fn quant_histogram<DB: DrawingBackend>(
 
     let label = style.text(0.85, style.foreground);
     let row = (style.font_px(0.85) * 1.4).ceil() as i32;
-    for (v, text, left) in [(view.min, view.min_label, true), (view.max, view.max_label, false)] {
+    for (v, text, left) in [
+        (view.min, view.min_label, true),
+        (view.max, view.max_label, false),
+    ] {
         if !v.is_finite() || v < lo || v > hi {
             continue;
         }
@@ -191,13 +197,14 @@ pub fn quant_histogram<DB: DrawingBackend>(
             } else {
                 (HPos::Right, -style.px(4.0))
             };
-            plot.area
-                .draw_text(
-                    text,
-                    &label.pos(Pos::new(anchor, VPos::Top)),
-                    (x + dx, style.px(3.0)),
-                )
-                .map_err(draw_err)?;
+            boxed_text(
+                &plot.area,
+                style,
+                text,
+                &label.pos(Pos::new(anchor, VPos::Top)),
+                (x + dx, style.px(3.0)),
+                alpha(style.background, 0.85),
+            )?;
         }
     }
     if k > 1 && !view.thinned_note.is_empty() {
@@ -207,15 +214,16 @@ pub fn quant_histogram<DB: DrawingBackend>(
             .replace("{k}", &k.to_string())
             .replace("{shown}", &shown.to_string())
             .replace("{total}", &n.to_string());
-        plot.area
-            .draw_text(
-                &note,
-                &style
-                    .text(0.85, style.muted)
-                    .pos(Pos::new(HPos::Right, VPos::Top)),
-                (w - style.px(4.0), style.px(3.0) + row),
-            )
-            .map_err(draw_err)?;
+        boxed_text(
+            &plot.area,
+            style,
+            &note,
+            &style
+                .text(0.85, style.foreground)
+                .pos(Pos::new(HPos::Right, VPos::Top)),
+            (w - style.px(4.0), style.px(6.0) + row),
+            alpha(style.background, 0.85),
+        )?;
     }
     Ok(plot.rect)
 }
@@ -339,7 +347,11 @@ pub fn group_error_bars<DB: DrawingBackend>(
     for (b, &(err, _, alarm)) in bars.iter().enumerate() {
         let Some(err) = err else { continue };
         let (c0, c1) = (plot.col(b, m), plot.col(b + 1, m));
-        let gap = if c1 - c0 >= 4 { ((c1 - c0) / 6).max(1) } else { 0 };
+        let gap = if c1 - c0 >= 4 {
+            ((c1 - c0) / 6).max(1)
+        } else {
+            0
+        };
         let color = if alarm { style.alarm } else { style.primary };
         plot.area
             .draw(&Rectangle::new(
@@ -394,7 +406,11 @@ fn flush_path<DB: DrawingBackend>(
 ) -> Result<(), ChartError> {
     if seg.len() == 1 {
         plot.area
-            .draw(&Circle::new(seg[0], style.stroke_width.max(1), style.filled()))
+            .draw(&Circle::new(
+                seg[0],
+                style.stroke_width.max(1),
+                style.filled(),
+            ))
             .map_err(draw_err)?;
     } else if seg.len() > 1 {
         plot.area

@@ -6,8 +6,8 @@
 
 use super::downsample::{max_finite, pixel_buckets, top_state};
 use super::layout::{
-    alpha, axes, begin, dashed_hline, draw_err, headroom, index_text, tick_text, Axes,
-    LegendItem, Mark,
+    alpha, axes, begin, dashed_hline, draw_err, headroom, index_text, tick_text, Axes, LegendItem,
+    Mark,
 };
 use super::quant_charts::runs;
 use super::{ChartError, ChartStyle, PixelRect, TokenState};
@@ -89,8 +89,8 @@ pub struct ScoreBarsView<'a> {
 /// line, and the recent window shaded.
 ///
 /// With more tokens than pixel columns, tokens are bucketed per column ([`pixel_buckets`]):
-/// the bar is the bucket's largest score, coloured by its most important state (sink > heavy
-/// > recent > dropped, see [`TokenState`]). The y axis spans `[0, 1.1 max(score, threshold)]`
+/// the bar is the bucket's largest score, coloured by its most important state
+/// (sink > heavy > recent > dropped, see [`TokenState`]). The y axis spans `[0, 1.1 max(score, threshold)]`
 /// (negative scores draw no bar). Errors when `states` and `scores` differ in length.
 pub fn score_bars<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -109,10 +109,7 @@ pub fn score_bars<DB: DrawingBackend>(
     }
     let body = begin(root, style, view.title, &legend)?;
     let top = headroom(max_finite(
-        view.scores
-            .iter()
-            .map(|&s| f64::from(s))
-            .chain(threshold),
+        view.scores.iter().map(|&s| f64::from(s)).chain(threshold),
     ));
     let fy = |v: &f64| tick_text(*v, top);
     let Some(plot) = axes(
@@ -184,7 +181,11 @@ pub fn score_bars<DB: DrawingBackend>(
         }
         let state = top_state(view.states.get(r.clone()).unwrap_or_default());
         let (c0, c1) = (plot.col(b, m), plot.col(b + 1, m));
-        let gap = if c1 - c0 >= 4 { ((c1 - c0) / 6).max(1) } else { 0 };
+        let gap = if c1 - c0 >= 4 {
+            ((c1 - c0) / 6).max(1)
+        } else {
+            0
+        };
         plot.area
             .draw(&Rectangle::new(
                 [(c0 + gap, plot.y_px(score)), (c1 - gap, h)],
@@ -340,7 +341,13 @@ pub fn mass_retained<DB: DrawingBackend>(
     for r in &buckets {
         let mut lo: Option<(usize, f64)> = None;
         let mut hi: Option<(usize, f64)> = None;
-        for (i, &v) in view.mass.get(r.clone()).unwrap_or_default().iter().enumerate() {
+        for (i, &v) in view
+            .mass
+            .get(r.clone())
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
             if !v.is_finite() {
                 continue;
             }

@@ -16,7 +16,7 @@ pub(crate) fn fmt_shape(shape: &[usize]) -> String {
 fn fmt_count(shape: &[usize]) -> String {
     match shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) {
         Some(n) => n.to_string(),
-        None => "more than 2^64".to_string(),
+        None => "more than usize::MAX".to_string(),
     }
 }
 

@@ -18,6 +18,10 @@ pub const MAGIC: &[u8] = b"\x93NUMPY";
 /// Deepest nesting of tuples / lists accepted in a header value (a shape needs 1).
 const MAX_NESTING: usize = 8;
 
+/// What an axis length must be, for messages.
+const AXIS_RANGE: &str =
+    "axis lengths that are non-negative integers that fit in usize (below 2^64; 2^32 in the browser)";
+
 /// The supported dtypes, for messages.
 const SUPPORTED: &str =
     "f2, f4, f8, i1..i8, u1..u8, b1 (little '<' or big '>' endian; '|' for one-byte types)";
@@ -599,9 +603,7 @@ fn parse_shape(file: &str, value: &PyValue) -> Result<Vec<usize>, LoadError> {
     items
         .iter()
         .map(|item| match item {
-            PyValue::Int(text) => text
-                .parse::<usize>()
-                .map_err(|_| bad("axis lengths that are non-negative integers below 2^64")),
+            PyValue::Int(text) => text.parse::<usize>().map_err(|_| bad(AXIS_RANGE)),
             _ => Err(bad("a tuple of non-negative integers")),
         })
         .collect()

@@ -81,9 +81,25 @@ async function figure(page, name) {
   return n;
 }
 
+/** Hash of the chart's pixels, once pending frames (resize redraws) have run. */
 async function canvasHash(page) {
+  await page.evaluate(
+    () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))),
+  );
   const dataUrl = await page.locator('#channel-chart').evaluate((c) => c.toDataURL('image/png'));
   return createHash('sha256').update(dataUrl).digest('hex');
+}
+
+/** Share of the chart's pixels that are not white: a blank or failed chart is near 0. */
+async function inkShare(page) {
+  return page.locator('#channel-chart').evaluate((c) => {
+    const { data } = c.getContext('2d').getImageData(0, 0, c.width, c.height);
+    let ink = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      if (data[i] < 235 || data[i + 1] < 235 || data[i + 2] < 235) ink += 1;
+    }
+    return ink / (data.length / 4);
+  });
 }
 
 test('the Bits slider requantizes the keys and redraws the chart', { timeout: 60_000 }, async () => {
@@ -94,8 +110,14 @@ test('the Bits slider requantizes the keys and redraws the chart', { timeout: 60
   const err8 = await figure(page, 'max-abs-error');
   const ratio8 = await figure(page, 'r-quant');
   const hash8 = await canvasHash(page);
+  assert.equal(await canvasHash(page), hash8, 'the chart is stable while nothing changes');
+  const ink = await inkShare(page);
+  assert.ok(ink > 0.03, `the chart has something drawn on it (${(ink * 100).toFixed(1)}% ink)`);
   assert.ok(err8 > 0, `8-bit keys have some error, got ${err8}`);
   assert.ok(ratio8 > 1, `8 bits from fp16 compresses, got R_quant ${ratio8}`);
+
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: path.join(ARTIFACTS, 'pipeline-8-bits.png'), fullPage: true });
 
   // As a person would: focus the slider and press the left arrow four times.
   await bits.focus();
@@ -115,7 +137,6 @@ test('the Bits slider requantizes the keys and redraws the chart', { timeout: 60
   // The state is in the URL, so a link reproduces the view.
   assert.match(page.url(), /[?&]bits=4\b/);
 
-  mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: path.join(ARTIFACTS, 'pipeline-4-bits.png'), fullPage: true });
   assert.deepEqual(problems, [], 'no console errors, failed requests or foreign requests');
   await page.close();

@@ -443,9 +443,26 @@ fn browser_tests(
     let url = server.url(PREFIX);
     println!("serving dist/ at {url}");
     let artifacts = ws.root.join("test-artifacts");
+    // The files are named one by one: node 20 searches a folder argument, later versions
+    // read arguments as glob patterns; a list of files means the same to both.
+    let mut files = Vec::new();
+    crate::wasm::collect_files(&ws.root.join("tests/e2e"), &mut files)
+        .map_err(|e| e.to_string())?;
+    files.retain(|f| {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        [".test.mjs", ".test.js"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+    });
+    files.sort();
+    if files.is_empty() {
+        server.stop();
+        return Err("no browser tests (*.test.mjs) in tests/e2e/".into());
+    }
     let result = counted(
         ws.command("node")
-            .args(["--test", "--test-reporter=tap", "tests/e2e/"])
+            .args(["--test", "--test-reporter=tap"])
+            .args(files.iter().map(|f| f.strip_prefix(&ws.root).unwrap_or(f)))
             .env("KVLAB_URL", &url)
             .env("KVLAB_CHROMIUM", chromium)
             .env("KVLAB_ARTIFACTS", &artifacts),
