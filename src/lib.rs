@@ -25,8 +25,11 @@
 pub mod budget;
 pub mod chart;
 pub mod io;
+pub mod kivi;
+pub mod policy;
 pub mod quant;
 pub mod select;
+pub mod state;
 pub mod synth;
 pub mod tensor;
 #[cfg(target_arch = "wasm32")]

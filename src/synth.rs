@@ -225,7 +225,8 @@ impl Default for AttentionSpec {
 }
 
 /// Named settings of the attention knobs, each showing one pattern real models have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AttentionPreset {
     /// Four attention sinks plus a local band (StreamingLLM's picture): keeping the first and
     /// the last tokens works.

@@ -1,0 +1,743 @@
+//! The page's state: every control, the generator settings and the seed, as one plain struct
+//! that round-trips through a URL query string (TensorFlow Playground's `state.ts` idea).
+//!
+//! Parsing never fails and never panics: unknown keys are ignored, a value that does not parse
+//! falls back to its default, and a number outside its range is clamped; each such repair is
+//! reported as a [`StateWarning`] naming the key, the value and the valid range, so the page can
+//! say what it changed. Only values that differ from the defaults are written back, so links
+//! stay short. Ranges that depend on the loaded data (`budget <= T`) are checked later by the
+//! computations themselves, which return errors the page shows next to the control.
+
+use crate::quant::{Granularity, MetaDtype, Scheme};
+use crate::synth::AttentionPreset;
+use serde::{Deserialize, Serialize};
+
+/// Which section the page shows alone in embed mode (`?embed=quant|select|budget`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Embed {
+    /// The quantization section.
+    Quant,
+    /// The token-selection section.
+    Select,
+    /// The budget section.
+    Budget,
+}
+
+/// The token-selection method of the selection section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// H2O: cumulative scores, heavy hitters + recent window.
+    H2o,
+    /// SnapKV: observation-window scores (pooled), heavy + recent.
+    Snapkv,
+    /// StreamingLLM: sinks + recent.
+    Streaming,
+}
+
+/// Pooling choice of SnapKV in the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolKind {
+    /// No pooling.
+    None,
+    /// Average pooling.
+    Avg,
+    /// Max pooling.
+    Max,
+}
+
+/// Which KV tensor the quantization section shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KvPick {
+    /// Keys.
+    K,
+    /// Values.
+    V,
+}
+
+/// How the kept set is recorded in the budget (`M_index`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IndexChoice {
+    /// `T_kept x 4` bytes.
+    List,
+    /// `ceil(T/8)` bytes.
+    Mask,
+}
+
+/// Every control of the page. Field names are the URL keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Attention pattern of the generator.
+    pub pattern: AttentionPreset,
+    /// Generator seed, `0..=2^53` (exact in JavaScript numbers).
+    pub seed: u64,
+    /// Tokens `T`, `8..=131072`.
+    pub tokens: usize,
+    /// Attention rows (decode steps) `S`, `1..=4096` and at most `T`.
+    pub steps: usize,
+    /// Channels `d`, `1..=1024`.
+    pub channels: usize,
+    /// Outlier channels of the generated keys, `0..=d`.
+    pub outliers: usize,
+    /// All-positive (skewed) channels of the generated KV, `0..=d`.
+    pub skewed: usize,
+    /// Bit width `b`, `1..=16` (symmetric needs 2 or more).
+    pub bits: u8,
+    /// Symmetric or asymmetric.
+    pub scheme: Scheme,
+    /// Per-channel, per-token or per-tensor.
+    pub granularity: Granularity,
+    /// Group size, `0` = none, else `1..=65536` (and at most the grouped axis).
+    pub group: usize,
+    /// Which tensor is quantized and shown.
+    pub tensor: KvPick,
+    /// The channel whose histogram is drawn; `None` = the one with the largest `max|x|`.
+    pub channel: Option<usize>,
+    /// Scale / zero-point dtype.
+    pub meta: MetaDtype,
+    /// Selection method.
+    pub method: Method,
+    /// Budget `B`, `1..=131072` (and at most `T`).
+    pub budget: usize,
+    /// Recent window `r`, `0..=131072`.
+    pub recent: usize,
+    /// SnapKV observation window `w`, `1..=4096` (and at most `S`).
+    pub window: usize,
+    /// SnapKV pooling.
+    pub pool: PoolKind,
+    /// SnapKV pooling kernel, odd, `1..=63`.
+    pub kernel: usize,
+    /// StreamingLLM sinks, `0..=1024` (and at most `B`).
+    pub sinks: usize,
+    /// Model preset slug (see [`crate::budget::ModelConfig::presets`]) or `custom`.
+    pub model: String,
+    /// Custom model: layers `1..=1024`.
+    pub layers: u64,
+    /// Custom model: KV heads `1..=1024`.
+    pub kv_heads: u64,
+    /// Custom model: head dimension `1..=4096`.
+    pub head_dim: u64,
+    /// Custom model: bytes per full-precision element, 1, 2 or 4.
+    pub fp_bytes: u64,
+    /// Context length for the model extrapolation, `1..=4194304` tokens.
+    pub context: u64,
+    /// Batch size, `1..=1024`.
+    pub batch: u64,
+    /// Index kind for `M_index`.
+    pub index: IndexChoice,
+    /// Page language, `en` or `zh`.
+    pub lang: String,
+    /// Embed one section alone.
+    pub embed: Option<Embed>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            pattern: AttentionPreset::HeavyHitters,
+            seed: 1,
+            tokens: 512,
+            steps: 64,
+            channels: 64,
+            outliers: 4,
+            skewed: 0,
+            bits: 4,
+            scheme: Scheme::Symmetric,
+            granularity: Granularity::PerChannel,
+            group: 0,
+            tensor: KvPick::K,
+            channel: None,
+            meta: MetaDtype::F16,
+            method: Method::H2o,
+            budget: 128,
+            recent: 32,
+            window: 16,
+            pool: PoolKind::Max,
+            kernel: 7,
+            sinks: 4,
+            model: "llama-3-8b".into(),
+            layers: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            fp_bytes: 2,
+            context: 32768,
+            batch: 1,
+            index: IndexChoice::List,
+            lang: "en".into(),
+            embed: None,
+        }
+    }
+}
+
+/// One repair made while parsing a query: the key, the value given and what was used instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateWarning {
+    /// The URL key.
+    pub key: String,
+    /// A human-readable message naming the value and the valid range.
+    pub message: String,
+}
+
+/// A parsed query: the settings plus what was repaired.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Parsed {
+    /// The settings, every field within its range.
+    pub settings: Settings,
+    /// Repairs made, in query order.
+    pub warnings: Vec<StateWarning>,
+}
+
+/// The URL slug of a model preset name: lowercase, runs of other characters become `-`.
+pub fn model_slug(name: &str) -> String {
+    let mut out = String::new();
+    for ch in name.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '.' {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// Decodes `%XX` escapes and `+` (as space); invalid escapes are kept literally and invalid
+/// UTF-8 is replaced, so decoding never fails.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b'%' if i + 2 < b.len() => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                    }
+                    _ => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::new();
+    for &c in s.as_bytes() {
+        if c.is_ascii_alphanumeric() || b"-._~".contains(&c) {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+    out
+}
+
+/// Upper bound of the bits control.
+pub const MAX_BITS: u8 = 16;
+/// Upper bound of `T`.
+pub const MAX_TOKENS: usize = 131_072;
+/// Upper bound of `S`.
+pub const MAX_STEPS: usize = 4096;
+/// Upper bound of `d`.
+pub const MAX_CHANNELS: usize = 1024;
+
+struct Parser {
+    warnings: Vec<StateWarning>,
+}
+
+impl Parser {
+    fn warn(&mut self, key: &str, message: String) {
+        self.warnings.push(StateWarning {
+            key: key.to_string(),
+            message,
+        });
+    }
+
+    fn int<T>(&mut self, key: &str, raw: &str, lo: T, hi: T) -> Option<T>
+    where
+        T: Copy + PartialOrd + std::fmt::Display + TryFrom<i128>,
+    {
+        let parsed = raw.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+        let Some(v) = parsed else {
+            self.warn(
+                key,
+                format!("{key} '{raw}' is not a number: must be an integer in {lo}..={hi}; the default is used"),
+            );
+            return None;
+        };
+        let (lo_i, hi_i) = (
+            lo.to_string().parse::<i128>().unwrap_or(0),
+            hi.to_string().parse::<i128>().unwrap_or(0),
+        );
+        let r = v.round().clamp(lo_i as f64, hi_i as f64) as i128;
+        if (r as f64) != v {
+            self.warn(
+                key,
+                format!(
+                    "{key} {raw} is out of range: must be an integer in {lo}..={hi}; {r} is used"
+                ),
+            );
+        }
+        T::try_from(r).ok()
+    }
+
+    fn choice<T: Copy>(&mut self, key: &str, raw: &str, options: &[(&str, T)]) -> Option<T> {
+        if let Some((_, v)) = options.iter().find(|(n, _)| *n == raw) {
+            return Some(*v);
+        }
+        let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+        self.warn(
+            key,
+            format!(
+                "{key} '{raw}' is not one of {}; the default is used",
+                names.join(", ")
+            ),
+        );
+        None
+    }
+}
+
+const PATTERNS: [(&str, AttentionPreset); 4] = [
+    ("sink-local", AttentionPreset::SinkLocal),
+    ("heavy-hitters", AttentionPreset::HeavyHitters),
+    ("uniform", AttentionPreset::Uniform),
+    ("needle", AttentionPreset::Needle),
+];
+const SCHEMES: [(&str, Scheme); 2] = [("sym", Scheme::Symmetric), ("asym", Scheme::Asymmetric)];
+const GRANULARITIES: [(&str, Granularity); 3] = [
+    ("channel", Granularity::PerChannel),
+    ("token", Granularity::PerToken),
+    ("tensor", Granularity::PerTensor),
+];
+const TENSORS: [(&str, KvPick); 2] = [("k", KvPick::K), ("v", KvPick::V)];
+const METAS: [(&str, MetaDtype); 2] = [("f16", MetaDtype::F16), ("f32", MetaDtype::F32)];
+const METHODS: [(&str, Method); 3] = [
+    ("h2o", Method::H2o),
+    ("snapkv", Method::Snapkv),
+    ("streaming", Method::Streaming),
+];
+const POOLS: [(&str, PoolKind); 3] = [
+    ("none", PoolKind::None),
+    ("avg", PoolKind::Avg),
+    ("max", PoolKind::Max),
+];
+const INDEXES: [(&str, IndexChoice); 2] =
+    [("list", IndexChoice::List), ("mask", IndexChoice::Mask)];
+const LANGS: [(&str, &str); 2] = [("en", "en"), ("zh", "zh")];
+const EMBEDS: [(&str, Embed); 3] = [
+    ("quant", Embed::Quant),
+    ("select", Embed::Select),
+    ("budget", Embed::Budget),
+];
+
+fn name_of<T: PartialEq + Copy>(options: &[(&'static str, T)], v: T) -> &'static str {
+    options
+        .iter()
+        .find(|(_, x)| *x == v)
+        .map_or("", |(n, _)| *n)
+}
+
+impl Settings {
+    /// Parses a URL query (with or without the leading `?`). Never fails; see the module docs.
+    ///
+    /// ```
+    /// use kvlab::state::Settings;
+    /// let p = Settings::from_query("?bits=3&budget=64&bits_typo=1");
+    /// assert_eq!(p.settings.bits, 3);
+    /// assert_eq!(p.settings.budget, 64);
+    /// let p = Settings::from_query("bits=99");
+    /// assert_eq!(p.settings.bits, 16);
+    /// assert_eq!(p.warnings[0].message, "bits 99 is out of range: must be an integer in 1..=16; 16 is used");
+    /// ```
+    pub fn from_query(query: &str) -> Parsed {
+        let mut s = Settings::default();
+        let mut p = Parser {
+            warnings: Vec::new(),
+        };
+        let query = query.strip_prefix('?').unwrap_or(query);
+        // Bound the work a hostile link can cause.
+        for pair in query.split('&').take(256) {
+            if pair.is_empty() {
+                continue;
+            }
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let key = percent_decode(k);
+            let raw: String = percent_decode(v).chars().take(200).collect();
+            let raw = raw.as_str();
+            match key.as_str() {
+                "pattern" => {
+                    if let Some(v) = p.choice("pattern", raw, &PATTERNS) {
+                        s.pattern = v;
+                    }
+                }
+                "seed" => {
+                    if let Some(v) = p.int("seed", raw, 0u64, 1u64 << 53) {
+                        s.seed = v;
+                    }
+                }
+                "tokens" => {
+                    if let Some(v) = p.int("tokens", raw, 8usize, MAX_TOKENS) {
+                        s.tokens = v;
+                    }
+                }
+                "steps" => {
+                    if let Some(v) = p.int("steps", raw, 1usize, MAX_STEPS) {
+                        s.steps = v;
+                    }
+                }
+                "channels" => {
+                    if let Some(v) = p.int("channels", raw, 1usize, MAX_CHANNELS) {
+                        s.channels = v;
+                    }
+                }
+                "outliers" => {
+                    if let Some(v) = p.int("outliers", raw, 0usize, MAX_CHANNELS) {
+                        s.outliers = v;
+                    }
+                }
+                "skewed" => {
+                    if let Some(v) = p.int("skewed", raw, 0usize, MAX_CHANNELS) {
+                        s.skewed = v;
+                    }
+                }
+                "bits" => {
+                    if let Some(v) = p.int("bits", raw, 1u8, MAX_BITS) {
+                        s.bits = v;
+                    }
+                }
+                "scheme" => {
+                    if let Some(v) = p.choice("scheme", raw, &SCHEMES) {
+                        s.scheme = v;
+                    }
+                }
+                "granularity" => {
+                    if let Some(v) = p.choice("granularity", raw, &GRANULARITIES) {
+                        s.granularity = v;
+                    }
+                }
+                "group" => {
+                    if let Some(v) = p.int("group", raw, 0usize, 65536) {
+                        s.group = v;
+                    }
+                }
+                "tensor" => {
+                    if let Some(v) = p.choice("tensor", raw, &TENSORS) {
+                        s.tensor = v;
+                    }
+                }
+                "channel" => {
+                    if raw == "auto" {
+                        s.channel = None;
+                    } else if let Some(v) = p.int("channel", raw, 0usize, MAX_CHANNELS - 1) {
+                        s.channel = Some(v);
+                    }
+                }
+                "meta" => {
+                    if let Some(v) = p.choice("meta", raw, &METAS) {
+                        s.meta = v;
+                    }
+                }
+                "method" => {
+                    if let Some(v) = p.choice("method", raw, &METHODS) {
+                        s.method = v;
+                    }
+                }
+                "budget" => {
+                    if let Some(v) = p.int("budget", raw, 1usize, MAX_TOKENS) {
+                        s.budget = v;
+                    }
+                }
+                "recent" => {
+                    if let Some(v) = p.int("recent", raw, 0usize, MAX_TOKENS) {
+                        s.recent = v;
+                    }
+                }
+                "window" => {
+                    if let Some(v) = p.int("window", raw, 1usize, MAX_STEPS) {
+                        s.window = v;
+                    }
+                }
+                "pool" => {
+                    if let Some(v) = p.choice("pool", raw, &POOLS) {
+                        s.pool = v;
+                    }
+                }
+                "kernel" => {
+                    if let Some(v) = p.int("kernel", raw, 1usize, 63) {
+                        if v % 2 == 0 {
+                            p.warn(
+                                "kernel",
+                                format!(
+                                    "kernel {v} is even: must be odd in 1..=63; {} is used",
+                                    v + 1
+                                ),
+                            );
+                            s.kernel = v + 1;
+                        } else {
+                            s.kernel = v;
+                        }
+                    }
+                }
+                "sinks" => {
+                    if let Some(v) = p.int("sinks", raw, 0usize, 1024) {
+                        s.sinks = v;
+                    }
+                }
+                "model" => {
+                    let known = raw == "custom"
+                        || crate::budget::ModelConfig::presets()
+                            .iter()
+                            .any(|m| model_slug(&m.name) == raw);
+                    if known {
+                        s.model = raw.to_string();
+                    } else {
+                        p.warn(
+                            "model",
+                            format!("model '{raw}' is not a known preset or 'custom'; the default is used"),
+                        );
+                    }
+                }
+                "layers" => {
+                    if let Some(v) = p.int("layers", raw, 1u64, 1024) {
+                        s.layers = v;
+                    }
+                }
+                "kv_heads" => {
+                    if let Some(v) = p.int("kv_heads", raw, 1u64, 1024) {
+                        s.kv_heads = v;
+                    }
+                }
+                "head_dim" => {
+                    if let Some(v) = p.int("head_dim", raw, 1u64, 4096) {
+                        s.head_dim = v;
+                    }
+                }
+                "fp_bytes" => {
+                    if let Some(v) = p.choice("fp_bytes", raw, &[("1", 1u64), ("2", 2), ("4", 4)]) {
+                        s.fp_bytes = v;
+                    }
+                }
+                "context" => {
+                    if let Some(v) = p.int("context", raw, 1u64, 1 << 22) {
+                        s.context = v;
+                    }
+                }
+                "batch" => {
+                    if let Some(v) = p.int("batch", raw, 1u64, 1024) {
+                        s.batch = v;
+                    }
+                }
+                "index" => {
+                    if let Some(v) = p.choice("index", raw, &INDEXES) {
+                        s.index = v;
+                    }
+                }
+                "lang" => {
+                    if let Some(v) = p.choice("lang", raw, &LANGS) {
+                        s.lang = v.to_string();
+                    }
+                }
+                "embed" => {
+                    if let Some(v) = p.choice("embed", raw, &EMBEDS) {
+                        s.embed = Some(v);
+                    }
+                }
+                _ => {} // unknown keys are ignored (other tools may add their own)
+            }
+        }
+        if s.steps > s.tokens {
+            p.warn(
+                "steps",
+                format!(
+                    "steps {} is out of range: must be at most tokens ({}); {} is used",
+                    s.steps, s.tokens, s.tokens
+                ),
+            );
+            s.steps = s.tokens;
+        }
+        Parsed {
+            settings: s,
+            warnings: p.warnings,
+        }
+    }
+
+    /// The query string (without `?`) holding every value that differs from the default, in a
+    /// fixed key order. `from_query(to_query(s)) == s` for every in-range `s`.
+    pub fn to_query(&self) -> String {
+        let d = Settings::default();
+        let mut out: Vec<(&str, String)> = Vec::new();
+        macro_rules! num {
+            ($field:ident) => {
+                if self.$field != d.$field {
+                    out.push((stringify!($field), self.$field.to_string()));
+                }
+            };
+        }
+        macro_rules! pick {
+            ($field:ident, $opts:expr) => {
+                if self.$field != d.$field {
+                    out.push((stringify!($field), name_of(&$opts, self.$field).to_string()));
+                }
+            };
+        }
+        pick!(pattern, PATTERNS);
+        num!(seed);
+        num!(tokens);
+        num!(steps);
+        num!(channels);
+        num!(outliers);
+        num!(skewed);
+        num!(bits);
+        pick!(scheme, SCHEMES);
+        pick!(granularity, GRANULARITIES);
+        num!(group);
+        pick!(tensor, TENSORS);
+        if let Some(c) = self.channel {
+            out.push(("channel", c.to_string()));
+        }
+        pick!(meta, METAS);
+        pick!(method, METHODS);
+        num!(budget);
+        num!(recent);
+        num!(window);
+        pick!(pool, POOLS);
+        num!(kernel);
+        num!(sinks);
+        if self.model != d.model {
+            out.push(("model", self.model.clone()));
+        }
+        num!(layers);
+        num!(kv_heads);
+        num!(head_dim);
+        num!(fp_bytes);
+        num!(context);
+        num!(batch);
+        pick!(index, INDEXES);
+        if self.lang != d.lang {
+            out.push(("lang", self.lang.clone()));
+        }
+        if let Some(e) = self.embed {
+            out.push(("embed", name_of(&EMBEDS, e).to_string()));
+        }
+        out.iter()
+            .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_to_an_empty_query() {
+        let d = Settings::default();
+        assert_eq!(d.to_query(), "");
+        assert_eq!(Settings::from_query("").settings, d);
+    }
+
+    #[test]
+    fn every_field_round_trips() {
+        let s = Settings {
+            pattern: AttentionPreset::Needle,
+            seed: 1 << 53,
+            tokens: 4096,
+            steps: 100,
+            channels: 128,
+            outliers: 0,
+            skewed: 3,
+            bits: 2,
+            scheme: Scheme::Asymmetric,
+            granularity: Granularity::PerToken,
+            group: 32,
+            tensor: KvPick::V,
+            channel: Some(5),
+            meta: MetaDtype::F32,
+            method: Method::Snapkv,
+            budget: 1000,
+            recent: 0,
+            window: 32,
+            pool: PoolKind::Avg,
+            kernel: 5,
+            sinks: 0,
+            model: "custom".into(),
+            layers: 3,
+            kv_heads: 2,
+            head_dim: 256,
+            fp_bytes: 4,
+            context: 1 << 20,
+            batch: 8,
+            index: IndexChoice::Mask,
+            lang: "zh".into(),
+            embed: Some(Embed::Select),
+        };
+        let q = s.to_query();
+        let p = Settings::from_query(&q);
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        assert_eq!(p.settings, s);
+    }
+
+    #[test]
+    fn garbage_is_repaired_with_a_message() {
+        let p = Settings::from_query(
+            "?bits=NaN&budget=-5&tokens=1e99&method=magic&kernel=4&steps=9999&%ZZ=1&seed=&lang=fr",
+        );
+        let s = &p.settings;
+        assert_eq!(s.bits, 4);
+        assert_eq!(s.budget, 1);
+        assert_eq!(s.tokens, MAX_TOKENS);
+        assert_eq!(s.method, Method::H2o);
+        assert_eq!(s.kernel, 5);
+        assert_eq!(s.steps, MAX_STEPS);
+        assert_eq!(s.lang, "en");
+        let keys: Vec<&str> = p.warnings.iter().map(|w| w.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["bits", "budget", "tokens", "method", "kernel", "steps", "seed", "lang"]
+        );
+        assert_eq!(
+            p.warnings[3].message,
+            "method 'magic' is not one of h2o, snapkv, streaming; the default is used"
+        );
+    }
+
+    #[test]
+    fn steps_never_exceed_tokens_and_models_are_known() {
+        let p = Settings::from_query("tokens=16&steps=64&model=llama-2-7b");
+        assert_eq!(p.settings.steps, 16);
+        assert_eq!(p.settings.model, "llama-2-7b");
+        let p = Settings::from_query("model=gpt-5");
+        assert_eq!(p.settings.model, "llama-3-8b");
+        assert_eq!(model_slug("DeepSeek-V2 (MLA)"), "deepseek-v2-mla");
+        assert_eq!(model_slug("Qwen2.5-7B"), "qwen2.5-7b");
+    }
+
+    #[test]
+    fn percent_decoding_never_fails() {
+        assert_eq!(percent_decode("a%20b+c"), "a b c");
+        assert_eq!(percent_decode("%"), "%");
+        assert_eq!(percent_decode("%4"), "%4");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("%FF"), "\u{FFFD}");
+        assert_eq!(percent_decode("..%2f"), "../");
+    }
+}
