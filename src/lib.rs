@@ -26,6 +26,7 @@ pub mod budget;
 pub mod chart;
 pub mod io;
 pub mod kivi;
+pub mod lab;
 pub mod policy;
 pub mod quant;
 pub mod select;

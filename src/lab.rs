@@ -1,0 +1,1227 @@
+//! The page's model, in plain Rust: the loaded or generated data, the current settings, and
+//! every number the page shows, recomputed only where a control changed something.
+//!
+//! `web` wraps a [`Lab`] for JavaScript; everything here is natively testable and
+//! benchmarkable. [`Lab::update`] is transactional: on any error nothing changes, so the last
+//! good view stays on screen, and the error says which control caused it ([`LabError::field`]).
+//!
+//! Dependencies between sections follow the note: bits never change the selection, B never
+//! changes the quantization, and the budget (cheap) is always recomputed.
+
+use crate::budget::{
+    breakdown, gib, Breakdown, BudgetError, Compression, IndexKind, ModelConfig, QuantAccounting,
+};
+use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
+use crate::quant::{
+    error_stats, group_errors, quantize, row_errors, ErrorStats, Granularity, GroupError,
+    QuantConfig, QuantError, Quantized, RowError,
+};
+use crate::select::{
+    h2o, mass_retained, observation_scores, snapkv, streaming_llm, Pooling, Role, SelectError,
+    Selection,
+};
+use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Settings};
+use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
+use crate::Matrix;
+use serde::Serialize;
+use thiserror::Error;
+
+/// Why an update was refused. [`LabError::field`] names the control to show it next to.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LabError {
+    /// Generating data failed.
+    #[error("{0}")]
+    Synth(#[from] SynthError),
+    /// Quantization was refused.
+    #[error("{0}")]
+    Quant(#[from] QuantError),
+    /// Selection was refused; `field` is the control.
+    #[error("{error}")]
+    Select {
+        /// The control.
+        field: &'static str,
+        /// The error.
+        error: SelectError,
+    },
+    /// Budget accounting was refused.
+    #[error("{0}")]
+    Budget(#[from] BudgetError),
+    /// A file could not be used.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// A parameter outside its data-dependent range.
+    #[error("{message}")]
+    Range {
+        /// The control.
+        field: &'static str,
+        /// The message, naming the value and the range.
+        message: String,
+    },
+}
+
+impl LabError {
+    /// The settings key of the control that caused the error (`"file"` for uploads).
+    pub fn field(&self) -> &'static str {
+        match self {
+            LabError::Synth(_) => "tokens",
+            LabError::Quant(QuantError::Bits { .. }) => "bits",
+            LabError::Quant(QuantError::GroupSize { .. })
+            | LabError::Quant(QuantError::GroupWithPerTensor { .. }) => "group",
+            LabError::Quant(_) => "file",
+            LabError::Select { field, .. } | LabError::Range { field, .. } => field,
+            LabError::Budget(_) => "model",
+            LabError::Load(_) => "file",
+        }
+    }
+}
+
+/// Where the data came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataFigures {
+    /// `T`.
+    pub tokens: usize,
+    /// `S`.
+    pub steps: usize,
+    /// `d`.
+    pub channels: usize,
+    /// True when generated from the settings (and so reproducible from the URL).
+    pub generated: bool,
+    /// A one-line description (generator settings or file shapes).
+    pub description: String,
+}
+
+/// The quantization section's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuantFigures {
+    /// Bits `b`.
+    pub bits: u8,
+    /// `qmax`: `2^(b-1) - 1` symmetric, `2^b - 1` asymmetric.
+    pub qmax: i64,
+    /// Number of groups (stored scales).
+    pub groups: usize,
+    /// Group length along the grouped axis.
+    pub group_size: usize,
+    /// The channel the histogram shows.
+    pub channel: usize,
+    /// `max |x_j|` of that channel.
+    pub channel_max_abs: f64,
+    /// `min x_j`.
+    pub channel_min: f64,
+    /// `max x_j`.
+    pub channel_max: f64,
+    /// The scale of the shown channel's first group.
+    pub scale: f64,
+    /// Its zero point (asymmetric only).
+    pub zero_point: Option<i64>,
+    /// Error statistics over the whole tensor.
+    pub stats: ErrorStats,
+    /// Largest per-element bound `scale / 2` over the groups.
+    pub bound_max: f64,
+    /// Every element within `scale/2` (up to f32 round-off).
+    pub element_bound_holds: bool,
+    /// Every row within `1/4 sum scale^2` (up to round-off).
+    pub row_bound_holds: bool,
+    /// Rows (tokens) quantized.
+    pub rows: usize,
+    /// Bit-packed code bytes.
+    pub code_bytes: u64,
+    /// Scale + zero-point bytes.
+    pub meta_bytes: u64,
+    /// fp16 bytes of the same tensor.
+    pub fp_bytes: u64,
+}
+
+/// The selection section's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectFigures {
+    /// `|kept|`.
+    pub kept_count: usize,
+    /// Kept indices as compact ranges, e.g. `0-3,17,480-511`.
+    pub kept_ranges: String,
+    /// `|dropped|`.
+    pub dropped_count: usize,
+    /// Kept as heavy hitters.
+    pub heavy_count: usize,
+    /// Kept as recent.
+    pub recent_count: usize,
+    /// Kept as sinks.
+    pub sink_count: usize,
+    /// `R_token = T / |kept|`.
+    pub r_token: f64,
+    /// Mean attention mass retained over steps.
+    pub mass_mean: f64,
+    /// Worst step's attention mass retained.
+    pub mass_worst: f64,
+    /// The lowest score among kept heavy hitters (the top-k threshold), if any.
+    pub threshold: Option<f64>,
+    /// Recent window actually kept `[start, T)`.
+    pub recent_start: usize,
+}
+
+/// The budget section's numbers: on the data, and extrapolated to a model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetFigures {
+    /// On the loaded data: one layer, one KV head, `d_head = d`, fp16.
+    pub data: Breakdown,
+    /// The model: its name.
+    pub model_name: String,
+    /// The model's config.
+    pub model: ModelConfig,
+    /// On the model at the chosen context and batch, with the data's kept fraction.
+    pub extrapolated: Breakdown,
+    /// `M_fp` of the model in GiB.
+    pub model_gib_fp: f64,
+    /// `M_KV,final` of the model in GiB.
+    pub model_gib_final: f64,
+}
+
+/// One lever of the "which lever first" comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lever {
+    /// What the lever does, as a short machine-readable tag (`bits-1`, `tokens-10pct`).
+    pub lever: &'static str,
+    /// Bytes of `M_KV,final` (on the data) before.
+    pub bytes_before: u64,
+    /// Bytes after pulling the lever.
+    pub bytes_after: u64,
+    /// Quality before: RMSE (bits lever) or mean mass retained (tokens lever).
+    pub quality_before: f64,
+    /// Quality after.
+    pub quality_after: f64,
+    /// Whether the lever can be pulled at all (bits already minimal, B already 1).
+    pub possible: bool,
+}
+
+/// Section 4: both levers together.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TogetherFigures {
+    /// `R_overall` on the data.
+    pub r_overall: f64,
+    /// One bit fewer.
+    pub fewer_bits: Lever,
+    /// 10% fewer kept tokens.
+    pub fewer_tokens: Lever,
+}
+
+/// Everything the page shows as numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Figures {
+    /// The data.
+    pub data: DataFigures,
+    /// Section 2.
+    pub quant: QuantFigures,
+    /// Section 3.
+    pub select: SelectFigures,
+    /// Section 1.
+    pub budget: BudgetFigures,
+    /// Section 4.
+    pub together: TogetherFigures,
+}
+
+/// The data the sections work on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    /// Attention history `A`, `S x T`.
+    pub attention: Matrix,
+    /// Keys, `T x d`.
+    pub keys: Matrix,
+    /// Values, `T x d`.
+    pub values: Matrix,
+    /// The generator settings it came from, or `None` when uploaded.
+    pub generated: Option<GenKey>,
+    /// Description for the page.
+    pub description: String,
+}
+
+/// The settings that decide generated data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenKey {
+    pattern: synth::AttentionPreset,
+    seed: u64,
+    tokens: usize,
+    steps: usize,
+    channels: usize,
+    outliers: usize,
+    skewed: usize,
+}
+
+impl GenKey {
+    fn of(s: &Settings) -> Self {
+        Self {
+            pattern: s.pattern,
+            seed: s.seed,
+            tokens: s.tokens,
+            steps: s.steps.min(s.tokens),
+            channels: s.channels,
+            outliers: s.outliers,
+            skewed: s.skewed,
+        }
+    }
+}
+
+/// Generates the data the settings describe.
+pub fn generate(s: &Settings) -> Result<Data, LabError> {
+    let key = GenKey::of(s);
+    let attention = synth::attention(&AttentionSpec::preset(
+        key.pattern,
+        key.steps,
+        key.tokens,
+        key.seed,
+    ))?;
+    let kv = KvSpec {
+        tokens: key.tokens,
+        channels: key.channels,
+        seed: key.seed,
+        outlier_channels: key.outliers.min(key.channels),
+        skewed_channels: key.skewed.min(key.channels),
+        ..KvSpec::default()
+    };
+    let keys = synth::keys(&kv)?;
+    let values = synth::values(&kv)?;
+    let description = format!(
+        "generated: {} attention S={} x T={}, K and V T={} x d={} ({} outlier channels, {} skewed), seed {}",
+        key.pattern.name(),
+        key.steps,
+        key.tokens,
+        key.tokens,
+        key.channels,
+        kv.outlier_channels,
+        kv.skewed_channels,
+        key.seed
+    );
+    Ok(Data {
+        attention,
+        keys,
+        values,
+        generated: Some(key),
+        description,
+    })
+}
+
+/// The quantization result the charts draw.
+#[derive(Debug, Clone)]
+pub struct QuantView {
+    key: QuantKey,
+    /// The quantized tensor.
+    pub quantized: Quantized,
+    /// Per-group max error vs `scale/2`.
+    pub groups: Vec<GroupError>,
+    /// Per-row squared error vs `1/4 sum scale^2`.
+    pub rows: Vec<RowError>,
+    /// `|x - x_hat|`, `T x d` row-major.
+    pub abs_err: Vec<f32>,
+    /// The shown channel's values.
+    pub channel_values: Vec<f32>,
+    /// The shown channel's grid (first group of the channel).
+    pub channel_grid: Vec<f64>,
+    /// The figures.
+    pub figures: QuantFigures,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct QuantKey {
+    config: QuantConfig,
+    tensor: KvPick,
+    channel: Option<usize>,
+    meta: crate::quant::MetaDtype,
+}
+
+/// The selection result the charts draw.
+#[derive(Debug, Clone)]
+pub struct SelectView {
+    key: SelectKey,
+    /// The score vector the method ranked (cumulative, observation-window, or position).
+    pub scores: Vec<f32>,
+    /// The selection.
+    pub selection: Selection,
+    /// Attention mass retained per step.
+    pub mass: Vec<f64>,
+    /// The figures.
+    pub figures: SelectFigures,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct SelectKey {
+    method: Method,
+    budget: usize,
+    recent: usize,
+    window: usize,
+    pool: PoolKind,
+    kernel: usize,
+    sinks: usize,
+}
+
+impl SelectKey {
+    fn of(s: &Settings) -> Self {
+        Self {
+            method: s.method,
+            budget: s.budget,
+            recent: s.recent,
+            window: s.window,
+            pool: s.pool,
+            kernel: s.kernel,
+            sinks: s.sinks,
+        }
+    }
+}
+
+/// The page's model: data, settings and derived views.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    data: Data,
+    settings: Settings,
+    quant: QuantView,
+    select: SelectView,
+    figures: Figures,
+    files: Vec<LoadedFile>,
+}
+
+fn quant_config(s: &Settings) -> QuantConfig {
+    QuantConfig {
+        bits: s.bits,
+        scheme: s.scheme,
+        granularity: s.granularity,
+        group_size: if s.group == 0 || s.granularity == Granularity::PerTensor {
+            None
+        } else {
+            Some(s.group)
+        },
+    }
+}
+
+fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
+    let config = quant_config(s);
+    let x = match s.tensor {
+        KvPick::K => &data.keys,
+        KvPick::V => &data.values,
+    };
+    let quantized = quantize(x, &config)?;
+    let stats =
+        crate::quant::try_error_stats(x, &quantized, 2, s.meta).map_err(|e| LabError::Range {
+            field: "file",
+            message: e.to_string(),
+        })?;
+    let shape_err = |e: crate::quant::ShapeMismatch| LabError::Range {
+        field: "file",
+        message: e.to_string(),
+    };
+    let groups = group_errors(x, &quantized).map_err(shape_err)?;
+    let rows = row_errors(x, &quantized).map_err(shape_err)?;
+    let mut hat = vec![0f32; x.data().len()];
+    quantized.dequantize_into(&mut hat);
+    let abs_err: Vec<f32> = x
+        .data()
+        .iter()
+        .zip(&hat)
+        .map(|(a, b)| (a - b).abs())
+        .collect();
+    let channel = match s.channel {
+        Some(c) if c < x.cols() => c,
+        Some(c) => {
+            return Err(LabError::Range {
+                field: "channel",
+                message: format!(
+                    "channel {c} is out of range: must be in 0..={} (d - 1)",
+                    x.cols() - 1
+                ),
+            })
+        }
+        None => (0..x.cols())
+            .max_by(|&a, &b| {
+                col_max_abs(x, a)
+                    .total_cmp(&col_max_abs(x, b))
+                    .then(b.cmp(&a))
+            })
+            .unwrap_or(0),
+    };
+    let channel_values = x.column(channel).unwrap_or_default();
+    let (mn, mx) = channel_values
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    let g0 = quantized.layout().group_of(0, channel);
+    let channel_grid: Vec<f64> = quantized.grid(g0).into_iter().map(f64::from).collect();
+    let scale = quantized.scales().get(g0).copied().unwrap_or(0.0);
+    let zero_point = quantized.zero_points().get(g0).copied();
+    let n = x.data().len() as u64;
+    let code_bytes = crate::quant::packed_code_bytes(n, config.bits);
+    let meta_bytes =
+        crate::quant::metadata_bytes(quantized.scales().len() as u64, config.scheme, s.meta);
+    let bound_max = groups
+        .iter()
+        .map(|g| f64::from(g.bound))
+        .fold(0.0, f64::max);
+    let figures = QuantFigures {
+        bits: config.bits,
+        qmax: config.qmax(),
+        groups: quantized.scales().len(),
+        group_size: quantized.layout().group_size(),
+        channel,
+        channel_max_abs: f64::from(mn.abs().max(mx.abs())),
+        channel_min: f64::from(mn),
+        channel_max: f64::from(mx),
+        scale: f64::from(scale),
+        zero_point,
+        stats,
+        bound_max,
+        element_bound_holds: stats.worst_bound_use <= 1.0 + 1e-4,
+        row_bound_holds: rows
+            .iter()
+            .all(|r| r.sq_err <= r.bound * (1.0 + 1e-4) + 1e-30),
+        rows: x.rows(),
+        code_bytes,
+        meta_bytes,
+        fp_bytes: n * 2,
+    };
+    Ok(QuantView {
+        key: QuantKey {
+            config,
+            tensor: s.tensor,
+            channel: s.channel,
+            meta: s.meta,
+        },
+        quantized,
+        groups,
+        rows,
+        abs_err,
+        channel_values,
+        channel_grid,
+        figures,
+    })
+}
+
+fn col_max_abs(x: &Matrix, c: usize) -> f32 {
+    x.iter_rows()
+        .map(|r| r.get(c).map_or(0.0, |v| v.abs()))
+        .fold(0.0, f32::max)
+}
+
+/// `0-3,17,480-511`: ascending indices as compact ranges.
+pub fn compact_ranges(indices: &[usize]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < indices.len() {
+        let start = indices[i];
+        let mut end = start;
+        while i + 1 < indices.len() && indices[i + 1] == end + 1 {
+            i += 1;
+            end = indices[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+fn select_view(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
+    let a = &data.attention;
+    let t = a.cols();
+    let err = |field: &'static str| move |error: SelectError| LabError::Select { field, error };
+    if s.budget > t {
+        return Err(LabError::Select {
+            field: "budget",
+            error: SelectError::Budget {
+                budget: s.budget,
+                total: t,
+            },
+        });
+    }
+    let (scores, selection) = match s.method {
+        Method::H2o => {
+            let sel = h2o(a, s.budget, s.recent).map_err(err("budget"))?;
+            (crate::select::cumulative_scores(a), sel)
+        }
+        Method::Snapkv => {
+            let pooling = match s.pool {
+                PoolKind::None => Pooling::None,
+                PoolKind::Avg => Pooling::Avg { kernel: s.kernel },
+                PoolKind::Max => Pooling::Max { kernel: s.kernel },
+            };
+            let field = if s.window > a.rows() {
+                "window"
+            } else {
+                "kernel"
+            };
+            let sc = observation_scores(a, s.window, pooling).map_err(err(field))?;
+            let sel = snapkv(&sc, s.budget, s.recent).map_err(err("budget"))?;
+            (sc, sel)
+        }
+        Method::Streaming => {
+            let sel = streaming_llm(t, s.budget, s.sinks).map_err(err("sinks"))?;
+            (crate::select::cumulative_scores(a), sel)
+        }
+    };
+    let mass = mass_retained(a, &selection.kept).map_err(err("budget"))?;
+    let mass_mean = mass.iter().sum::<f64>() / mass.len().max(1) as f64;
+    let mass_worst = mass.iter().copied().fold(1.0, f64::min);
+    let count = |r: Role| selection.roles.iter().filter(|&&x| x == r).count();
+    let threshold = selection
+        .kept
+        .iter()
+        .zip(&selection.roles)
+        .filter(|(_, &r)| r == Role::Heavy)
+        .map(|(&i, _)| f64::from(scores[i]))
+        .reduce(f64::min);
+    let recent_start = match s.method {
+        Method::Streaming => t - (s.budget - s.sinks.min(s.budget)),
+        _ => t.saturating_sub(s.recent).max(t - s.budget),
+    };
+    let figures = SelectFigures {
+        kept_count: selection.kept.len(),
+        kept_ranges: compact_ranges(&selection.kept),
+        dropped_count: selection.dropped.len(),
+        heavy_count: count(Role::Heavy),
+        recent_count: count(Role::Recent),
+        sink_count: count(Role::Sink),
+        r_token: selection.r_token(),
+        mass_mean,
+        mass_worst,
+        threshold,
+        recent_start,
+    };
+    Ok(SelectView {
+        key: SelectKey::of(s),
+        scores,
+        selection,
+        mass,
+        figures,
+    })
+}
+
+fn accounting(s: &Settings, bits: u8) -> QuantAccounting {
+    let c = quant_config(s);
+    QuantAccounting {
+        bits,
+        scheme: c.scheme,
+        granularity: c.granularity,
+        group_size: c.group_size.map(|g| g as u64),
+        meta: s.meta,
+    }
+}
+
+/// The model the budget section extrapolates to.
+pub fn model_of(s: &Settings) -> ModelConfig {
+    if s.model != "custom" {
+        if let Some(m) = ModelConfig::presets()
+            .into_iter()
+            .find(|m| model_slug(&m.name) == s.model)
+        {
+            return m;
+        }
+    }
+    ModelConfig {
+        name: "custom".into(),
+        layers: s.layers,
+        n_kv_heads: s.kv_heads,
+        n_heads: s.kv_heads,
+        d_head: s.head_dim,
+        fp_bytes: s.fp_bytes,
+        mla_latent: None,
+        sliding: None,
+    }
+}
+
+fn data_breakdown(data: &Data, s: &Settings, kept: usize, bits: u8) -> Result<Breakdown, LabError> {
+    let model = ModelConfig {
+        name: "data".into(),
+        layers: 1,
+        n_kv_heads: 1,
+        n_heads: 1,
+        d_head: data.keys.cols() as u64,
+        fp_bytes: 2,
+        mla_latent: None,
+        sliding: None,
+    };
+    Ok(breakdown(
+        &model,
+        &compression(s, data.attention.cols() as u64, kept as u64, bits),
+    )?)
+}
+
+fn compression(s: &Settings, total: u64, kept: u64, bits: u8) -> Compression {
+    let q = accounting(s, bits);
+    Compression {
+        t_total: total,
+        t_kept: kept.clamp(1, total.max(1)),
+        batch: 1,
+        k: Some(q),
+        v: Some(q),
+        residual: 0,
+        index: if kept >= total {
+            IndexKind::None
+        } else {
+            match s.index {
+                IndexChoice::List => IndexKind::List,
+                IndexChoice::Mask => IndexKind::Mask,
+            }
+        },
+        selection_copies: 1,
+        score_state_bytes: if s.method == Method::H2o && kept < total {
+            4
+        } else {
+            0
+        },
+    }
+}
+
+fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigures, LabError> {
+    let on_data = data_breakdown(data, s, kept, s.bits)?;
+    let model = model_of(s);
+    let t = data.attention.cols() as f64;
+    let ctx = s.context;
+    let kept_ctx = ((ctx as f64) * kept as f64 / t).ceil() as u64;
+    let mut c = compression(s, ctx, kept_ctx.clamp(1, ctx), s.bits);
+    c.batch = s.batch;
+    c.selection_copies = model.layers * model.n_kv_heads;
+    let extrapolated = breakdown(&model, &c)?;
+    Ok(BudgetFigures {
+        data: on_data,
+        model_name: model.name.clone(),
+        model_gib_fp: gib(extrapolated.m_fp),
+        model_gib_final: gib(extrapolated.m_final),
+        model,
+        extrapolated,
+    })
+}
+
+fn together(
+    data: &Data,
+    s: &Settings,
+    quant: &QuantView,
+    select: &SelectView,
+    budget: &BudgetFigures,
+) -> Result<TogetherFigures, LabError> {
+    let kept = select.selection.kept.len();
+    let before = budget.data.m_final;
+    let min_bits = QuantConfig::bits_range(s.scheme).start().to_owned();
+    let fewer_bits = if s.bits > min_bits {
+        let x = match s.tensor {
+            KvPick::K => &data.keys,
+            KvPick::V => &data.values,
+        };
+        let cfg = QuantConfig {
+            bits: s.bits - 1,
+            ..quant_config(s)
+        };
+        let q = quantize(x, &cfg)?;
+        let st = error_stats(x, &q);
+        Lever {
+            lever: "bits-1",
+            bytes_before: before,
+            bytes_after: data_breakdown(data, s, kept, s.bits - 1)?.m_final,
+            quality_before: quant.figures.stats.rmse,
+            quality_after: st.rmse,
+            possible: true,
+        }
+    } else {
+        Lever {
+            lever: "bits-1",
+            bytes_before: before,
+            bytes_after: before,
+            quality_before: quant.figures.stats.rmse,
+            quality_after: quant.figures.stats.rmse,
+            possible: false,
+        }
+    };
+    let smaller = (s.budget as f64 * 0.9).floor() as usize;
+    let fewer_tokens = if smaller >= 1 && smaller < s.budget {
+        let s2 = Settings {
+            budget: smaller,
+            sinks: s.sinks.min(smaller),
+            ..s.clone()
+        };
+        let v = select_view(data, &s2)?;
+        Lever {
+            lever: "tokens-10pct",
+            bytes_before: before,
+            bytes_after: data_breakdown(data, s, v.selection.kept.len(), s.bits)?.m_final,
+            quality_before: select.figures.mass_mean,
+            quality_after: v.figures.mass_mean,
+            possible: true,
+        }
+    } else {
+        Lever {
+            lever: "tokens-10pct",
+            bytes_before: before,
+            bytes_after: before,
+            quality_before: select.figures.mass_mean,
+            quality_after: select.figures.mass_mean,
+            possible: false,
+        }
+    };
+    Ok(TogetherFigures {
+        r_overall: budget.data.r_overall,
+        fewer_bits,
+        fewer_tokens,
+    })
+}
+
+impl Lab {
+    /// A lab on data generated from `settings`.
+    pub fn new(settings: Settings) -> Result<Lab, LabError> {
+        let data = generate(&settings)?;
+        Lab::with_data(data, settings)
+    }
+
+    fn with_data(data: Data, settings: Settings) -> Result<Lab, LabError> {
+        let quant = quant_view(&data, &settings)?;
+        let select = select_view(&data, &settings)?;
+        let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
+        let together = together(&data, &settings, &quant, &select, &budget)?;
+        let figures = Figures {
+            data: data_figures(&data),
+            quant: quant.figures.clone(),
+            select: select.figures.clone(),
+            budget,
+            together,
+        };
+        Ok(Lab {
+            data,
+            settings,
+            quant,
+            select,
+            figures,
+            files: Vec::new(),
+        })
+    }
+
+    /// Applies `s`: regenerates data if its generator settings changed (and the data is
+    /// generated), re-quantizes if a quantization control changed, re-selects if a selection
+    /// control changed, and recomputes the budget. On error nothing changes.
+    pub fn update(&mut self, s: &Settings) -> Result<&Figures, LabError> {
+        let regenerate = match &self.data.generated {
+            Some(key) => *key != GenKey::of(s),
+            None => false,
+        };
+        let new_data = if regenerate { Some(generate(s)?) } else { None };
+        let data = new_data.as_ref().unwrap_or(&self.data);
+        let qkey = QuantKey {
+            config: quant_config(s),
+            tensor: s.tensor,
+            channel: s.channel,
+            meta: s.meta,
+        };
+        let new_quant = if regenerate || qkey != self.quant.key {
+            Some(quant_view(data, s)?)
+        } else {
+            None
+        };
+        let new_select = if regenerate || SelectKey::of(s) != self.select.key {
+            Some(select_view(data, s)?)
+        } else {
+            None
+        };
+        let quant = new_quant.as_ref().unwrap_or(&self.quant);
+        let select = new_select.as_ref().unwrap_or(&self.select);
+        let budget = budget_figures(data, s, select.selection.kept.len())?;
+        let together = together(data, s, quant, select, &budget)?;
+        let figures = Figures {
+            data: data_figures(data),
+            quant: quant.figures.clone(),
+            select: select.figures.clone(),
+            budget,
+            together,
+        };
+        if let Some(d) = new_data {
+            self.data = d;
+        }
+        if let Some(q) = new_quant {
+            self.quant = q;
+        }
+        if let Some(v) = new_select {
+            self.select = v;
+        }
+        self.figures = figures;
+        self.settings = s.clone();
+        Ok(&self.figures)
+    }
+
+    /// The current figures.
+    pub fn figures(&self) -> &Figures {
+        &self.figures
+    }
+
+    /// The current data.
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    /// The settings of the current view.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The quantization view.
+    pub fn quant(&self) -> &QuantView {
+        &self.quant
+    }
+
+    /// The selection view.
+    pub fn select(&self) -> &SelectView {
+        &self.select
+    }
+
+    /// Reads an uploaded file and keeps its tensors for [`Lab::use_uploaded`]; the data in use
+    /// does not change. Returns what the file holds.
+    pub fn load_file(&mut self, name: &str, bytes: &[u8]) -> Result<FileSummary, LabError> {
+        let loaded = io::load(name, bytes, &Limits::default())?;
+        let summary = FileSummary {
+            file: loaded.file_name.clone(),
+            summary: loaded.summary.clone(),
+            tensors: loaded
+                .tensors
+                .iter()
+                .map(|t| TensorSummary {
+                    name: t.name.clone(),
+                    shape: t.tensor.shape().to_vec(),
+                    dtype: t.dtype.clone(),
+                })
+                .collect(),
+            skipped: loaded
+                .skipped
+                .iter()
+                .map(|t| format!("{}: {}", t.name, t.reason))
+                .collect(),
+        };
+        self.files.retain(|f| f.file_name != loaded.file_name);
+        self.files.push(loaded);
+        Ok(summary)
+    }
+
+    fn find(&self, name: &str) -> Result<&io::NamedTensor, LabError> {
+        // `file::tensor` or a bare tensor name (the last match wins: the newest upload)
+        self.files
+            .iter()
+            .rev()
+            .flat_map(|f| {
+                f.tensors
+                    .iter()
+                    .map(move |t| (format!("{}::{}", f.file_name, t.name), t))
+            })
+            .find(|(full, t)| full == name || t.name == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| LabError::Range {
+                field: "file",
+                message: format!("no uploaded tensor is called '{name}': upload it first"),
+            })
+    }
+
+    /// Uses uploaded tensors: `attention` (`[S,T]`, `[T,T]` or `[H,S,T]` with `head`),
+    /// `keys` and optionally `values` (`[T,d]`, `[H,T,d]`, `[L,H,T,d]` with `layer`/`head`).
+    /// Without values, the keys stand in for them. Checks that `T` agrees. On error the data
+    /// in use stays.
+    pub fn use_uploaded(&mut self, choice: &UploadChoice) -> Result<UseSummary, LabError> {
+        let head = match choice.head_mode.as_str() {
+            "mean" => HeadPick::Mean,
+            "max" => HeadPick::Max,
+            "sum" => HeadPick::Sum,
+            _ => HeadPick::Head(choice.head),
+        };
+        let a = self.find(&choice.attention)?;
+        let mut att = io::interpret_attention(&a.name, &a.tensor, head)?;
+        if choice.normalise {
+            io::normalise_rows(&mut att.matrix);
+        }
+        let pick = io::KvPick {
+            layer: choice.layer,
+            head: choice.kv_head,
+        };
+        let k = self.find(&choice.keys)?;
+        let kv = io::interpret_kv(&k.name, &k.tensor, pick)?;
+        io::check_same_tokens(att.tokens(), kv.tokens())?;
+        let vv = match &choice.values {
+            Some(v) if !v.is_empty() => {
+                let t = self.find(v)?;
+                let vv = io::interpret_kv(&t.name, &t.tensor, pick)?;
+                io::check_kv_pair(&kv, &vv)?;
+                Some(vv)
+            }
+            _ => None,
+        };
+        let mut description = format!("uploaded: {}; {}", att.description, kv.description);
+        if let Some(v) = &vv {
+            description.push_str(&format!("; V: {}", v.description));
+        } else {
+            description.push_str("; no V given: K stands in for V");
+        }
+        let warnings: Vec<String> = att.warnings.iter().map(|w| w.to_string()).collect();
+        let data = Data {
+            attention: att.matrix,
+            values: vv.map_or_else(|| kv.matrix.clone(), |v| v.matrix),
+            keys: kv.matrix,
+            generated: None,
+            description: description.clone(),
+        };
+        let mut s = self.settings.clone();
+        s.tokens = data.attention.cols();
+        s.steps = data.attention.rows();
+        s.channels = data.keys.cols();
+        s.budget = s.budget.min(s.tokens);
+        s.window = s.window.min(s.steps);
+        s.channel = s.channel.filter(|&c| c < s.channels);
+        s.group = if s.group > 0 && s.group <= s.tokens.min(s.channels) {
+            s.group
+        } else {
+            0
+        };
+        let fresh = Lab::with_data(data, s)?;
+        let files = std::mem::take(&mut self.files);
+        *self = Lab { files, ..fresh };
+        Ok(UseSummary {
+            description,
+            warnings,
+        })
+    }
+
+    /// Leaves uploaded data and goes back to data generated from the current settings.
+    pub fn use_generated(&mut self, s: &Settings) -> Result<&Figures, LabError> {
+        let fresh = Lab::new(s.clone())?;
+        let files = std::mem::take(&mut self.files);
+        *self = Lab { files, ..fresh };
+        Ok(&self.figures)
+    }
+
+    /// Kept and dropped indices and the ratio breakdown as JSON.
+    pub fn export_json(&self) -> String {
+        #[derive(Serialize)]
+        struct Export<'a> {
+            settings_query: String,
+            kept: &'a [usize],
+            dropped: &'a [usize],
+            figures: &'a Figures,
+        }
+        serde_json::to_string_pretty(&Export {
+            settings_query: self.settings.to_query(),
+            kept: &self.select.selection.kept,
+            dropped: &self.select.selection.dropped,
+            figures: &self.figures,
+        })
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// `token,state,score` per token, then the breakdown terms as `term,bytes` rows.
+    pub fn export_csv(&self) -> String {
+        let mut out = String::from("token,kept,role,score\n");
+        let mask = self.select.selection.mask();
+        let mut roles = vec![""; mask.len()];
+        for (&i, r) in self
+            .select
+            .selection
+            .kept
+            .iter()
+            .zip(&self.select.selection.roles)
+        {
+            if let Some(x) = roles.get_mut(i) {
+                *x = match r {
+                    Role::Heavy => "heavy",
+                    Role::Recent => "recent",
+                    Role::Sink => "sink",
+                };
+            }
+        }
+        for (i, (&k, score)) in mask.iter().zip(&self.select.scores).enumerate() {
+            out.push_str(&format!("{i},{},{},{score}\n", u8::from(k), roles[i]));
+        }
+        let b = &self.figures.budget.data;
+        out.push_str("\nterm,bytes\n");
+        for (name, v) in [
+            ("m_fp", b.m_fp),
+            ("m_codes", b.m_codes),
+            ("m_fp_kept", b.m_fp_kept),
+            ("m_scales", b.m_scales),
+            ("m_zero_points", b.m_zero_points),
+            ("m_score_state", b.m_score_state),
+            ("m_index", b.m_index),
+            ("m_final", b.m_final),
+        ] {
+            out.push_str(&format!("{name},{v}\n"));
+        }
+        out.push_str(&format!(
+            "r_token,{}\nr_overall,{}\n",
+            b.r_token, b.r_overall
+        ));
+        out
+    }
+}
+
+fn data_figures(d: &Data) -> DataFigures {
+    DataFigures {
+        tokens: d.attention.cols(),
+        steps: d.attention.rows(),
+        channels: d.keys.cols(),
+        generated: d.generated.is_some(),
+        description: d.description.clone(),
+    }
+}
+
+/// What an uploaded file holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileSummary {
+    /// File name.
+    pub file: String,
+    /// One-line summary.
+    pub summary: String,
+    /// Loaded tensors.
+    pub tensors: Vec<TensorSummary>,
+    /// Tensors not loaded, with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// One loaded tensor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TensorSummary {
+    /// Name (the file name for single-tensor formats).
+    pub name: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Stored dtype.
+    pub dtype: String,
+}
+
+/// Which uploaded tensors to use.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UploadChoice {
+    /// Attention tensor name.
+    pub attention: String,
+    /// Keys tensor name.
+    pub keys: String,
+    /// Values tensor name (optional).
+    pub values: Option<String>,
+    /// `head`, `mean`, `max` or `sum` for `[H,S,T]` attention.
+    pub head_mode: String,
+    /// Attention head for `head` mode.
+    pub head: usize,
+    /// KV layer.
+    pub layer: usize,
+    /// KV head.
+    pub kv_head: usize,
+    /// Normalise attention rows to sum to 1.
+    pub normalise: bool,
+}
+
+/// The result of using uploaded tensors.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UseSummary {
+    /// What is now in use.
+    pub description: String,
+    /// Warnings (rows not summing to 1, ...).
+    pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Settings {
+        Settings {
+            tokens: 64,
+            steps: 16,
+            channels: 8,
+            budget: 16,
+            recent: 4,
+            window: 4,
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn halving_budget_halves_kept_count() {
+        let mut lab = Lab::new(small()).unwrap();
+        assert_eq!(lab.figures().select.kept_count, 16);
+        let s = Settings {
+            budget: 8,
+            ..small()
+        };
+        assert_eq!(lab.update(&s).unwrap().select.kept_count, 8);
+    }
+
+    #[test]
+    fn fewer_bits_raise_error_and_ratio() {
+        let mut lab = Lab::new(Settings { bits: 8, ..small() }).unwrap();
+        let e8 = lab.figures().quant.stats.max_abs;
+        let r8 = lab.figures().quant.stats.compression_ratio;
+        let f = lab.update(&Settings { bits: 4, ..small() }).unwrap();
+        assert!(f.quant.stats.max_abs > e8);
+        assert!(f.quant.stats.compression_ratio > r8);
+        assert!(f.quant.element_bound_holds && f.quant.row_bound_holds);
+    }
+
+    #[test]
+    fn a_bad_update_changes_nothing() {
+        let mut lab = Lab::new(small()).unwrap();
+        let before = lab.figures().clone();
+        let e = lab
+            .update(&Settings {
+                budget: 65,
+                ..small()
+            })
+            .unwrap_err();
+        assert_eq!(e.field(), "budget");
+        assert_eq!(
+            e.to_string(),
+            "budget 65 is out of range: must be in 1..=64 (the number of tokens)"
+        );
+        assert_eq!(lab.figures(), &before);
+        let e = lab.update(&Settings { bits: 1, ..small() }).unwrap_err();
+        assert_eq!(e.field(), "bits");
+        let e = lab
+            .update(&Settings {
+                group: 100,
+                ..small()
+            })
+            .unwrap_err();
+        assert_eq!(e.field(), "group");
+        assert_eq!(lab.figures(), &before);
+    }
+
+    #[test]
+    fn bits_do_not_change_the_selection() {
+        let mut lab = Lab::new(small()).unwrap();
+        let kept = lab.select().selection.kept.clone();
+        lab.update(&Settings { bits: 3, ..small() }).unwrap();
+        assert_eq!(lab.select().selection.kept, kept);
+    }
+
+    #[test]
+    fn levers_and_budget_are_consistent() {
+        let lab = Lab::new(small()).unwrap();
+        let f = lab.figures();
+        assert!(f.together.fewer_bits.bytes_after < f.together.fewer_bits.bytes_before);
+        assert!(f.together.fewer_tokens.bytes_after < f.together.fewer_tokens.bytes_before);
+        assert!(f.together.fewer_tokens.quality_after <= f.together.fewer_tokens.quality_before);
+        assert_eq!(f.budget.data.t_kept, 16);
+        assert!(f.budget.extrapolated.m_final < f.budget.extrapolated.m_fp);
+        assert_eq!(f.budget.model_name, "Llama-3-8B");
+    }
+
+    #[test]
+    fn compact_ranges_compress_runs() {
+        assert_eq!(compact_ranges(&[0, 1, 2, 3, 17, 30, 31]), "0-3,17,30-31");
+        assert_eq!(compact_ranges(&[]), "");
+    }
+
+    #[test]
+    fn exports_hold_the_selection() {
+        let lab = Lab::new(small()).unwrap();
+        let csv = lab.export_csv();
+        assert_eq!(csv.lines().filter(|l| l.contains(",1,")).count(), 16);
+        let json = lab.export_json();
+        assert!(json.contains("\"kept\""));
+    }
+}
