@@ -46,9 +46,9 @@ pub enum LabError {
     /// Budget accounting was refused.
     #[error("{0}")]
     Budget(#[from] BudgetError),
-    /// A file could not be used.
+    /// A file could not be used (boxed: load errors carry file names and shapes).
     #[error("{0}")]
-    Load(#[from] LoadError),
+    Load(Box<LoadError>),
     /// A parameter outside its data-dependent range.
     #[error("{message}")]
     Range {
@@ -57,6 +57,12 @@ pub enum LabError {
         /// The message, naming the value and the range.
         message: String,
     },
+}
+
+impl From<LoadError> for LabError {
+    fn from(e: LoadError) -> Self {
+        LabError::Load(Box::new(e))
+    }
 }
 
 impl LabError {
