@@ -29,6 +29,7 @@ pub mod kivi;
 pub mod lab;
 pub mod policy;
 pub mod quant;
+pub mod render;
 pub mod select;
 pub mod state;
 pub mod synth;

@@ -1,0 +1,496 @@
+//! From a [`Lab`] to its charts: prepares each chart's view data (histogram bins, display
+//! transforms, state arrays, budget terms) and draws it on any plotters backend.
+//!
+//! The browser calls these with `CanvasBackend`; the tests call them with `SVGBackend`. Texts
+//! come from a [`Labels`] map the page fills in its language; a missing key shows the key.
+//! Heatmaps come back as [`Pixels`] for the caller to blit inside the frame the chart drew.
+
+use crate::chart::{
+    self, AttentionMarks, BudgetBarView, BudgetTerm, ChartError, ChartStyle, ColorbarView,
+    GroupErrorView, HeatmapFrameView, MassRetainedView, PixelRect, QuantHistogramView,
+    RowErrorView, ScoreBarsView, StateLabels, TokenState, TokenStripView,
+};
+use crate::lab::Lab;
+use crate::state::Method;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::HashMap;
+
+/// Chart texts by key, in the page's language.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct Labels(pub HashMap<String, String>);
+
+impl Labels {
+    /// The text for `key`, or the key itself when missing (visible, never a crash).
+    pub fn get<'a>(&'a self, key: &'a str) -> &'a str {
+        self.0.get(key).map_or(key, String::as_str)
+    }
+
+    fn states(&self) -> StateLabels<'_> {
+        StateLabels {
+            sink: self.get("state.sink"),
+            heavy: self.get("state.heavy"),
+            recent: self.get("state.recent"),
+            dropped: self.get("state.dropped"),
+        }
+    }
+}
+
+/// RGBA pixels to put at `rect` (row-major, `rect.w x rect.h x 4` bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pixels {
+    /// Where, in backend pixels.
+    pub rect: PixelRect,
+    /// The bytes.
+    pub rgba: Vec<u8>,
+}
+
+/// Histogram of `values` in `bins` equal bins over `[min, max]` (a zero range is widened).
+pub fn histogram(values: &[f32], bins: usize) -> ((f64, f64), Vec<u32>) {
+    let bins = bins.max(1);
+    let (lo, hi) = values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(f64::from(v)), b.max(f64::from(v)))
+        });
+    let (lo, hi) = if !lo.is_finite() {
+        (0.0, 1.0)
+    } else if hi - lo <= f64::EPSILON * lo.abs().max(1.0) {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (lo, hi)
+    };
+    let mut counts = vec![0u32; bins];
+    let w = (hi - lo) / bins as f64;
+    for &v in values.iter().filter(|v| v.is_finite()) {
+        let i = (((f64::from(v) - lo) / w) as usize).min(bins - 1);
+        counts[i] += 1;
+    }
+    ((lo, hi), counts)
+}
+
+/// Section 2: a channel's histogram with the quantization grid over it.
+pub fn quant_histogram<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let q = lab.quant();
+    let f = &q.figures;
+    let bins = (q.channel_values.len() / 4).clamp(8, 80);
+    let ((lo, hi), counts) = histogram(&q.channel_values, bins);
+    let title = l
+        .get("chart.hist.title")
+        .replace("{channel}", &f.channel.to_string());
+    chart::quant_histogram(
+        root,
+        &QuantHistogramView {
+            title: &title,
+            x_label: l.get("chart.hist.x"),
+            y_label: l.get("chart.hist.y"),
+            bin_range: (lo, hi),
+            counts: &counts,
+            grid: &q.channel_grid,
+            min: f.channel_min,
+            max: f.channel_max,
+            counts_label: l.get("chart.hist.counts"),
+            grid_label: l.get("chart.hist.grid"),
+            min_label: l.get("chart.hist.min"),
+            max_label: l.get("chart.hist.max"),
+            thinned_note: l.get("chart.hist.thinned"),
+        },
+        style,
+    )
+}
+
+/// Section 2: per-group max error against `scale/2`.
+pub fn group_errors<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    chart::group_error_bars(
+        root,
+        &GroupErrorView {
+            title: l.get("chart.groups.title"),
+            x_label: l.get("chart.groups.x"),
+            y_label: l.get("chart.groups.y"),
+            errors: &lab.quant().groups,
+            error_label: l.get("chart.groups.error"),
+            bound_label: l.get("chart.groups.bound"),
+            alarm_label: l.get("chart.alarm"),
+        },
+        style,
+    )
+}
+
+/// Section 2: per-row squared error against `1/4 sum scale^2`.
+pub fn row_errors<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    chart::row_error_vs_bound(
+        root,
+        &RowErrorView {
+            title: l.get("chart.rows.title"),
+            x_label: l.get("chart.rows.x"),
+            y_label: l.get("chart.rows.y"),
+            rows: &lab.quant().rows,
+            error_label: l.get("chart.rows.error"),
+            bound_label: l.get("chart.rows.bound"),
+            alarm_label: l.get("chart.alarm"),
+        },
+        style,
+    )
+}
+
+/// Section 2: the `|x - x_hat|` heatmap (tokens along x): draws the frame, returns the pixels.
+pub fn error_heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<Pixels, ChartError> {
+    let q = lab.quant();
+    let (t, d) = (q.quantized.rows(), q.quantized.cols());
+    let max_err = q.abs_err.iter().copied().fold(0f32, f32::max);
+    let rect = chart::draw_heatmap_frame(
+        root,
+        &HeatmapFrameView {
+            title: l.get("chart.errmap.title"),
+            x_label: l.get("chart.errmap.x"),
+            y_label: l.get("chart.errmap.y"),
+            x_range: (0.0, t as f64),
+            y_range: (0.0, d as f64),
+            strip_px: 0,
+            colorbar: Some(ColorbarView {
+                colormap: style.colormap,
+                range: (0.0, f64::from(max_err)),
+                label: l.get("chart.errmap.bar"),
+            }),
+            legend: l.states(),
+        },
+        style,
+    )?;
+    if rect.is_empty() {
+        return Ok(Pixels {
+            rect,
+            rgba: Vec::new(),
+        });
+    }
+    let rgba =
+        chart::error_heatmap_rgba(&q.abs_err, t, d, rect.w, rect.h, style.colormap, max_err)?;
+    Ok(Pixels { rect, rgba })
+}
+
+fn states(lab: &Lab) -> Vec<TokenState> {
+    chart::token_states(&lab.select().selection)
+}
+
+/// Section 3: the attention heatmap, dropped token columns dimmed, kept ones marked.
+/// Weights are shown as `sqrt(a)` so small but real attention stays visible.
+pub fn attention_heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<Pixels, ChartError> {
+    let a = &lab.data().attention;
+    let shown: Vec<f32> = a.data().iter().map(|v| v.max(0.0).sqrt()).collect();
+    let hi = shown
+        .iter()
+        .copied()
+        .fold(0f32, f32::max)
+        .max(f32::MIN_POSITIVE);
+    let strip = (6.0 * style.scale.max(1.0)).round() as u32;
+    let rect = chart::draw_heatmap_frame(
+        root,
+        &HeatmapFrameView {
+            title: l.get("chart.attn.title"),
+            x_label: l.get("chart.attn.x"),
+            y_label: l.get("chart.attn.y"),
+            x_range: (0.0, a.cols() as f64),
+            y_range: (0.0, a.rows() as f64),
+            strip_px: strip,
+            colorbar: Some(ColorbarView {
+                colormap: style.colormap,
+                range: (0.0, f64::from(hi * hi)),
+                label: l.get("chart.attn.bar"),
+            }),
+            legend: l.states(),
+        },
+        style,
+    )?;
+    if rect.is_empty() {
+        return Ok(Pixels {
+            rect,
+            rgba: Vec::new(),
+        });
+    }
+    let st = states(lab);
+    let marks = AttentionMarks {
+        strip_px: strip,
+        ..AttentionMarks::new(&st, style)
+    };
+    let rgba = chart::attention_heatmap_rgba(
+        &shown,
+        a.rows(),
+        a.cols(),
+        rect.w,
+        rect.h,
+        style.colormap,
+        (0.0, hi),
+        &marks,
+    )?;
+    Ok(Pixels { rect, rgba })
+}
+
+/// Section 3: the scores the method ranked, with the top-k threshold and the recent window.
+pub fn score_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let sel = lab.select();
+    let t = sel.scores.len();
+    let title = match lab.settings().method {
+        Method::H2o => l.get("chart.scores.title.h2o"),
+        Method::Snapkv => l.get("chart.scores.title.snapkv"),
+        Method::Streaming => l.get("chart.scores.title.streaming"),
+    };
+    let recent = (sel.figures.recent_start < t).then_some((sel.figures.recent_start, t));
+    let st = states(lab);
+    chart::score_bars(
+        root,
+        &ScoreBarsView {
+            title,
+            x_label: l.get("chart.tokens"),
+            y_label: l.get("chart.scores.y"),
+            scores: &sel.scores,
+            states: &st,
+            threshold: sel.figures.threshold,
+            threshold_label: l.get("chart.scores.threshold"),
+            recent,
+            recent_label: l.get("chart.scores.recent"),
+            legend: l.states(),
+        },
+        style,
+    )
+}
+
+/// Section 3: the kept set as a strip over the tokens.
+pub fn token_strip<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let st = states(lab);
+    chart::token_strip(
+        root,
+        &TokenStripView {
+            title: l.get("chart.strip.title"),
+            x_label: l.get("chart.tokens"),
+            states: &st,
+            legend: l.states(),
+        },
+        style,
+    )
+}
+
+/// Section 3: attention mass retained per step.
+pub fn mass_retained<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let sel = lab.select();
+    chart::mass_retained(
+        root,
+        &MassRetainedView {
+            title: l.get("chart.mass.title"),
+            x_label: l.get("chart.mass.x"),
+            y_label: l.get("chart.mass.y"),
+            mass: &sel.mass,
+            mean: sel.figures.mass_mean,
+            mass_label: l.get("chart.mass.line"),
+            mean_label: l.get("chart.mass.mean"),
+        },
+        style,
+    )
+}
+
+/// Bytes as text: `512 B`, `12.3 KiB`, `4.50 MiB`, `1.25 GiB`.
+pub fn bytes_text(b: u64) -> String {
+    let v = b as f64;
+    if b < 1024 {
+        format!("{b} B")
+    } else if v < 1024.0 * 1024.0 {
+        format!("{:.1} KiB", v / 1024.0)
+    } else if v < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} MiB", v / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2} GiB", v / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+/// Section 1: `M_KV,final` as stacked terms beside `M_fp`; `model` picks the extrapolated
+/// breakdown instead of the one on the data.
+pub fn budget_bar<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+    model: bool,
+) -> Result<PixelRect, ChartError> {
+    let f = &lab.figures().budget;
+    let b = if model { &f.extrapolated } else { &f.data };
+    let parts = [
+        ("budget.codes", b.m_codes),
+        ("budget.fpkept", b.m_fp_kept),
+        ("budget.scales", b.m_scales),
+        ("budget.zeros", b.m_zero_points),
+        ("budget.score", b.m_score_state),
+        ("budget.index", b.m_index),
+    ];
+    let texts: Vec<String> = parts.iter().map(|(_, v)| bytes_text(*v)).collect();
+    let terms: Vec<BudgetTerm> = parts
+        .iter()
+        .zip(&texts)
+        .map(|((k, v), t)| BudgetTerm {
+            label: l.get(k),
+            value: *v as f64,
+            value_text: t,
+        })
+        .collect();
+    let final_text = bytes_text(b.m_final);
+    let fp_text = bytes_text(b.m_fp);
+    let title = if model {
+        l.get("chart.budget.title.model")
+            .replace("{model}", &f.model_name)
+    } else {
+        l.get("chart.budget.title.data").to_string()
+    };
+    chart::budget_bar(
+        root,
+        &BudgetBarView {
+            title: &title,
+            x_label: l.get("chart.budget.x"),
+            final_label: l.get("budget.final"),
+            terms: &terms,
+            final_text: &final_text,
+            fp_label: l.get("budget.fp"),
+            fp_value: b.m_fp as f64,
+            fp_text: &fp_text,
+        },
+        style,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Settings;
+
+    #[test]
+    fn histogram_bins_everything() {
+        let ((lo, hi), c) = histogram(&[0.0, 1.0, 2.0, 3.0, f32::NAN], 3);
+        assert_eq!((lo, hi), (0.0, 3.0));
+        assert_eq!(c, vec![1, 1, 2]);
+        let ((lo, hi), c) = histogram(&[5.0; 4], 2);
+        assert!(lo < 5.0 && hi > 5.0);
+        assert_eq!(c.iter().sum::<u32>(), 4);
+        assert_eq!(histogram(&[], 4).1, vec![0; 4]);
+    }
+
+    #[test]
+    fn bytes_texts() {
+        assert_eq!(bytes_text(512), "512 B");
+        assert_eq!(bytes_text(2048), "2.0 KiB");
+        assert_eq!(bytes_text(3 << 20), "3.00 MiB");
+        assert_eq!(bytes_text(5 << 30), "5.00 GiB");
+    }
+
+    #[test]
+    fn every_chart_renders_to_svg() {
+        let lab = Lab::new(Settings {
+            tokens: 64,
+            steps: 16,
+            channels: 8,
+            budget: 16,
+            recent: 4,
+            window: 4,
+            ..Settings::default()
+        })
+        .unwrap();
+        let mut l = Labels::default();
+        l.0.insert("chart.hist.title".into(), "Channel {channel}".into());
+        let style = ChartStyle::light();
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (400, 200)).into_drawing_area();
+            quant_histogram(&root, &lab, &l, &style).unwrap();
+        }
+        assert!(svg.contains(&format!("Channel {}", lab.figures().quant.channel)));
+        fn svg_of(f: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>)) -> String {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, (400, 200)).into_drawing_area();
+                f(&root);
+            }
+            svg
+        }
+        for (key, svg) in [
+            (
+                "chart.groups.title",
+                svg_of(|r| {
+                    group_errors(r, &lab, &l, &style).unwrap();
+                }),
+            ),
+            (
+                "chart.rows.title",
+                svg_of(|r| {
+                    row_errors(r, &lab, &l, &style).unwrap();
+                }),
+            ),
+            (
+                "chart.scores.title.h2o",
+                svg_of(|r| {
+                    score_bars(r, &lab, &l, &style).unwrap();
+                }),
+            ),
+            (
+                "chart.strip.title",
+                svg_of(|r| {
+                    token_strip(r, &lab, &l, &style).unwrap();
+                }),
+            ),
+            (
+                "chart.mass.title",
+                svg_of(|r| {
+                    mass_retained(r, &lab, &l, &style).unwrap();
+                }),
+            ),
+        ] {
+            // a missing label shows its key: visible, never a crash
+            assert!(svg.contains(key), "{key} missing");
+        }
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (400, 200)).into_drawing_area();
+            let p = attention_heatmap(&root, &lab, &l, &style).unwrap();
+            assert_eq!(p.rgba.len(), (p.rect.w * p.rect.h * 4) as usize);
+            let p = error_heatmap(&root, &lab, &l, &style).unwrap();
+            assert_eq!(p.rgba.len(), (p.rect.w * p.rect.h * 4) as usize);
+            budget_bar(&root, &lab, &l, &style, true).unwrap();
+        }
+        assert!(svg.contains("Llama-3-8B") || svg.contains("chart.budget.title.model"));
+    }
+}
