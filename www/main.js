@@ -1,137 +1,536 @@
 // kvlab page: wires the DOM to the WebAssembly module. It holds no math: every number shown
-// comes from the Rust crate, and the large arrays stay inside wasm behind the `Lab` handle.
+// comes from the Rust crate, and the large arrays stay inside wasm behind the `Page` handle.
 //
-// Extending the page: add a control in index.html with a real <label>, add its key to
-// `readState`/`writeState` (so a link reproduces the view), and call a small `Lab` method.
+// Flow: a control's input event records the change and asks for an animation frame; the frame
+// sends the whole settings object to Rust (which recomputes only what changed), writes the
+// figures and formulas, redraws the charts of the sections that changed, and records the URL.
+// Each recompute+redraw is marked with performance.measure('kvlab:update').
 
-import init, { Lab } from './pkg/kvlab.js';
+import init, { Page, parseQuery, toQuery, modelPresets } from './pkg/kvlab.js';
+import { t, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
+import { renderFormulas, num, bytes } from './formulas.js';
 
-/** The keys shown: `tokens x channels`, from a fixed seed so a link reproduces the view. */
-const SPEC = { tokens: 128, channels: 64, seed: 1 };
+/** Which sections a settings key affects (data keys affect everything). */
+const SECTIONS_OF = {
+  bits: ['quant', 'budget'], scheme: ['quant', 'budget'], granularity: ['quant', 'budget'],
+  group: ['quant', 'budget'], tensor: ['quant'], channel: ['quant'], meta: ['quant', 'budget'],
+  method: ['select', 'budget'], budget: ['select', 'budget'], recent: ['select', 'budget'],
+  window: ['select', 'budget'], pool: ['select', 'budget'], kernel: ['select', 'budget'],
+  sinks: ['select', 'budget'], model: ['budget'], layers: ['budget'], kv_heads: ['budget'],
+  head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'],
+};
+const ALL = ['budget', 'quant', 'select'];
+const CHARTS = {
+  budget: ['budget-data', 'budget-model'],
+  quant: ['hist', 'groups', 'rows', 'errmap'],
+  select: ['attn', 'scores', 'strip', 'mass'],
+};
+const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'skewed', 'bits', 'group',
+  'budget', 'recent', 'window', 'kernel', 'sinks', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
+  'context', 'batch']);
 
-/** Texts the page writes; kept together so they can be translated. */
-const TEXT = {
-  xCaption: (channel) => `key value x (channel ${channel})`,
-  yCaption: 'tokens',
-  ready: (spec, channel) =>
-    `Keys: ${spec.tokens} tokens × ${spec.channels} channels (seed ${spec.seed}); showing channel ${channel}.`,
-  failed: 'The WebAssembly module could not be loaded: ',
+const app = {
+  page: null,
+  settings: null,
+  good: null, // the settings of the view on screen
+  figures: null,
+  lang: 'en',
+  dark: window.matchMedia('(prefers-color-scheme: dark)').matches,
+  pending: new Map(), // key -> control element that changed it
+  sections: new Set(),
+  commit: false,
+  frame: 0,
+  labels: null,
 };
 
-const el = {
-  section: document.getElementById('quant'),
-  bits: document.getElementById('bits'),
-  bitsValue: document.getElementById('bits-value'),
-  bitsError: document.getElementById('bits-error'),
-  canvas: document.getElementById('channel-chart'),
-  status: document.getElementById('status'),
-  figure: (name) => document.querySelector(`[data-figure="${name}"]`),
+const $ = (sel) => document.querySelector(sel);
+const controls = () => document.querySelectorAll('[data-key]');
+
+function errorSlot(control) {
+  return control?.closest('.control')?.querySelector('.error') ?? null;
+}
+
+function showError(control, message) {
+  const slot = errorSlot(control) ?? $('#status');
+  slot.textContent = message;
+  slot.hidden = false;
+  control?.setAttribute('aria-invalid', 'true');
+}
+
+function clearErrors() {
+  for (const e of document.querySelectorAll('.control .error')) {
+    e.textContent = '';
+    e.hidden = true;
+  }
+  for (const c of document.querySelectorAll('[aria-invalid]')) c.removeAttribute('aria-invalid');
+}
+
+/** Writes a figure: `data-value` holds the exact value, the text a readable one. */
+function figure(name, value, text) {
+  for (const out of document.querySelectorAll(`[data-figure="${name}"]`)) {
+    out.dataset.value = String(value);
+    out.textContent = text ?? String(value);
+  }
+}
+
+const fmt = {
+  err: (v) => (Number.isFinite(v) ? v.toPrecision(3) : String(v)),
+  ratio: (v) => `${num(v)}×`,
+  db: (v) => (v === Infinity || v === null ? '∞ dB' : `${v.toFixed(1)} dB`),
+  pct: (v) => `${(100 * v).toFixed(1)}%`,
 };
 
-/** The view's state from the URL query (`?bits=4`), falling back to the controls' defaults. */
-function readState() {
-  const params = new URLSearchParams(window.location.search);
-  const bits = Number.parseInt(params.get('bits') ?? '', 10);
-  const min = Number(el.bits.min);
-  const max = Number(el.bits.max);
-  return {
-    bits: Number.isInteger(bits) && bits >= min && bits <= max ? bits : Number(el.bits.value),
-  };
+function settingFromControl(control) {
+  const key = control.dataset.key;
+  const raw = control.value;
+  if (key === 'channel') return raw === 'auto' ? null : Number(raw);
+  if (NUMERIC.has(key)) {
+    const n = Number(raw);
+    return Number.isFinite(n) ? Math.round(n) : raw;
+  }
+  return raw;
 }
 
-/** Puts the state in the URL without adding a history entry. */
-function writeState(state) {
-  const url = new URL(window.location.href);
-  url.searchParams.set('bits', String(state.bits));
-  window.history.replaceState(null, '', url);
+function writeControls(s) {
+  for (const c of controls()) {
+    const key = c.dataset.key;
+    const v = s[key];
+    c.value = key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
+  }
+  for (const o of document.querySelectorAll('[data-echo]')) o.textContent = String(s[o.dataset.echo]);
+  $('#bits-value').textContent = String(s.bits);
+  document.body.dataset.method = s.method;
+  document.body.dataset.model = s.model === 'custom' ? 'custom' : 'preset';
 }
 
-/** Shows a figure: `data-value` holds the exact number, the text a rounded one. */
-function showFigure(name, value, text) {
-  const out = el.figure(name);
-  if (!out) return;
-  out.dataset.value = String(value);
-  out.textContent = text;
+/** Slider ranges follow the data: B and r up to T, w up to S, channels 0..d-1. */
+function fitRanges(f) {
+  const T = f.data.tokens;
+  $('#budget-b').max = String(T);
+  $('#recent').max = String(T);
+  $('#window').max = String(f.data.steps);
+  const ch = $('#channel');
+  if (ch.options.length !== f.data.channels + 1) {
+    const keep = ch.value;
+    ch.replaceChildren();
+    const auto = new Option(t(app.lang, 'quant.channel.auto'), 'auto');
+    auto.dataset.i18n = 'quant.channel.auto';
+    ch.add(auto);
+    for (let j = 0; j < f.data.channels; j += 1) ch.add(new Option(String(j), String(j)));
+    ch.value = [...ch.options].some((o) => o.value === keep) ? keep : 'auto';
+  }
+  $('#use-generated').hidden = f.data.generated;
 }
 
-const format = {
-  error: (v) => (Number.isFinite(v) ? v.toPrecision(3) : String(v)),
-  ratio: (v) => `${v.toFixed(2)}×`,
-  db: (v) => (v === Infinity ? '∞ dB' : `${v.toFixed(1)} dB`),
-};
+function writeFigures(f) {
+  const q = f.quant;
+  const st = q.stats;
+  figure('max-abs-error', st.max_abs, fmt.err(st.max_abs));
+  figure('mean-abs-error', st.mean_abs, fmt.err(st.mean_abs));
+  figure('rmse', st.rmse, fmt.err(st.rmse));
+  figure('snr-db', st.snr_db ?? Infinity, fmt.db(st.snr_db));
+  figure('r-quant', st.compression_ratio, fmt.ratio(st.compression_ratio));
+  figure('r-quant-no-meta', st.compression_ratio_no_meta, fmt.ratio(st.compression_ratio_no_meta));
+  figure('bound-max', q.boundMax, fmt.err(q.boundMax));
+  const hold = q.elementBoundHolds && q.rowBoundHolds;
+  figure('bounds-hold', hold, t(app.lang, hold ? 'bounds.yes' : 'bounds.no'));
 
-function showError(target, error) {
-  target.textContent = error instanceof Error ? error.message : String(error);
-  target.hidden = false;
+  const sel = f.select;
+  figure('kept-count', sel.keptCount, `${sel.keptCount} / ${f.data.tokens}`);
+  figure('kept-indices', sel.keptRanges, sel.keptRanges);
+  figure('r-token', sel.rToken, fmt.ratio(sel.rToken));
+  figure('roles', `${sel.heavyCount}/${sel.recentCount}/${sel.sinkCount}`,
+    `${sel.heavyCount} / ${sel.recentCount} / ${sel.sinkCount}`);
+  figure('mass-mean', sel.massMean, fmt.pct(sel.massMean));
+  figure('mass-worst', sel.massWorst, fmt.pct(sel.massWorst));
+
+  const b = f.budget;
+  figure('bytes-final', b.data.m_final, bytes(b.data.m_final));
+  figure('bytes-final-2', b.data.m_final, bytes(b.data.m_final));
+  figure('bytes-fp-data', b.data.m_fp, bytes(b.data.m_fp));
+  figure('gib-final', b.modelGibFinal, `${b.modelGibFinal.toFixed(3)} GiB`);
+  figure('gib-fp', b.modelGibFp, `${b.modelGibFp.toFixed(3)} GiB`);
+  figure('r-overall', f.together.rOverall, fmt.ratio(f.together.rOverall));
+  figure('data-description', f.data.description, f.data.description);
+
+  writeLevers(f.together);
 }
 
-function clearError(target) {
-  target.textContent = '';
-  target.hidden = true;
+function writeLevers(tg) {
+  const rows = [
+    ['bits', tg.fewerBits, 'lever.rmse', (l) => l.qualityAfter - l.qualityBefore],
+    ['tokens', tg.fewerTokens, 'lever.mass', (l) => l.qualityBefore - l.qualityAfter],
+  ];
+  const per = {};
+  for (const [name, l, unit, cost] of rows) {
+    if (!l.possible) {
+      const na = t(app.lang, 'lever.impossible');
+      figure(`lever-${name}-saves`, 0, na);
+      figure(`lever-${name}-cost`, 0, na);
+      figure(`lever-${name}-per`, 0, na);
+      continue;
+    }
+    const saved = l.bytesBefore - l.bytesAfter;
+    const c = cost(l);
+    // Relative quality cost: RMSE grows, mass shrinks; both as a fraction of the before value.
+    const rel = l.qualityBefore > 0 ? c / l.qualityBefore : c;
+    per[name] = saved > 0 ? rel / (saved / 1024) : Infinity;
+    figure(`lever-${name}-saves`, saved, bytes(saved));
+    figure(`lever-${name}-cost`, rel,
+      `${t(app.lang, unit)} ${num(l.qualityBefore)} → ${num(l.qualityAfter)} (${rel >= 0 ? '+' : ''}${(100 * rel).toFixed(1)}%)`);
+    figure(`lever-${name}-per`, per[name], `${(100 * per[name]).toFixed(2)}% / KiB`);
+  }
+  const verdict = per.bits !== undefined && per.tokens !== undefined
+    ? (per.bits <= per.tokens ? 'bits' : 'tokens') : '';
+  figure('lever-verdict', verdict, verdict ? t(app.lang, `lever.verdict.${verdict}`) : '');
 }
 
-/** Sizes the canvas to its CSS box in device pixels, then lets Rust draw the current view. */
-function draw(lab) {
+/** Sizes a canvas to its CSS box in device pixels; returns the pixel ratio. */
+function sizeCanvas(canvas) {
   const ratio = window.devicePixelRatio || 1;
-  const box = el.canvas.getBoundingClientRect();
-  const width = Math.max(1, Math.round(box.width * ratio));
-  const height = Math.max(1, Math.round(box.height * ratio));
-  if (el.canvas.width !== width) el.canvas.width = width;
-  if (el.canvas.height !== height) el.canvas.height = height;
-  lab.drawChannel(el.canvas, ratio, TEXT.xCaption(lab.channel()), TEXT.yCaption);
+  const box = canvas.getBoundingClientRect();
+  const w = Math.max(1, Math.round(box.width * ratio));
+  const h = Math.max(1, Math.round(box.height * ratio));
+  if (canvas.width !== w) canvas.width = w;
+  if (canvas.height !== h) canvas.height = h;
+  return ratio;
 }
 
-/** Quantizes with `bits`, shows the figures and redraws; on error keeps the last good view. */
-function update(lab, bits) {
+function drawSections(sections) {
+  for (const s of sections) {
+    for (const name of CHARTS[s] ?? []) {
+      const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
+      if (!canvas || canvas.offsetParent === null) continue; // hidden (embed mode)
+      const ratio = sizeCanvas(canvas);
+      try {
+        app.page.draw(name, canvas, app.labels, app.dark, ratio);
+      } catch (e) {
+        showError(null, e.message ?? String(e));
+      }
+    }
+  }
+}
+
+function render(figures, sections) {
+  app.figures = figures;
+  fitRanges(figures);
+  writeFigures(figures);
+  renderFormulas(figures, app.good);
+  drawSections(sections);
+}
+
+/** Records the view in the URL (push on committed changes, replace while dragging). */
+function recordUrl(push) {
+  const q = toQuery(app.good);
+  const url = `${window.location.pathname}${q ? `?${q}` : ''}${window.location.hash}`;
+  if (url !== `${window.location.pathname}${window.location.search}${window.location.hash}`) {
+    if (push) window.history.pushState(null, '', url);
+    else window.history.replaceState(null, '', url);
+  }
+  try {
+    window.localStorage.setItem('kvlab.query', q);
+  } catch {
+    // storage may be blocked; the URL still holds the state
+  }
+}
+
+function flush() {
+  app.frame = 0;
+  const changed = new Map(app.pending);
+  app.pending.clear();
+  const commit = app.commit;
+  app.commit = false;
+  performance.mark('kvlab:update:start');
   let figures;
   try {
-    figures = lab.quantize(bits);
-    draw(lab);
-  } catch (error) {
-    showError(el.bitsError, error);
+    figures = app.page.update(app.settings);
+  } catch (e) {
+    // The last good view stays; put the message next to the control that caused it.
+    const field = e.field;
+    const byField = field && document.querySelector(`[data-key="${field === 'budget' ? 'budget' : field}"]`);
+    const control = byField || [...changed.values()].pop() || null;
+    clearErrors();
+    showError(control, e.message ?? String(e));
+    app.settings = { ...app.good };
     return;
   }
-  clearError(el.bitsError);
-  el.bitsValue.textContent = String(figures.bits);
-  showFigure('max-abs-error', figures.maxAbsError, format.error(figures.maxAbsError));
-  showFigure('mean-abs-error', figures.meanAbsError, format.error(figures.meanAbsError));
-  showFigure('snr-db', figures.snrDb, format.db(figures.snrDb));
-  showFigure('r-quant', figures.rQuant, format.ratio(figures.rQuant));
-  writeState({ bits: figures.bits });
+  clearErrors();
+  app.good = { ...app.settings };
+  const dataChanged = [...changed.keys()].some((k) => !(k in SECTIONS_OF));
+  const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
+  render(figures, sections);
+  recordUrl(commit);
+  performance.measure('kvlab:update', 'kvlab:update:start');
+}
+
+function schedule(control, commit) {
+  const key = control.dataset.key;
+  app.settings[key] = settingFromControl(control);
+  app.pending.set(key, control);
+  app.commit ||= commit;
+  if (key === 'bits') $('#bits-value').textContent = control.value;
+  for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;
+  if (key === 'method') document.body.dataset.method = control.value;
+  if (key === 'model') document.body.dataset.model = control.value === 'custom' ? 'custom' : 'preset';
+  if (!app.frame) app.frame = window.requestAnimationFrame(flush);
+}
+
+/** Replaces the whole state (page load, back/forward, reset). */
+function applyAll(settings, push) {
+  app.settings = { ...settings };
+  let figures;
+  try {
+    figures = app.page.update(app.settings);
+  } catch (e) {
+    showError(null, e.message ?? String(e));
+    app.settings = { ...app.good };
+    return;
+  }
+  app.good = { ...app.settings };
+  writeControls(app.good);
+  render(figures, ALL);
+  recordUrl(push);
+}
+
+function setLanguage(lang) {
+  app.lang = lang;
+  app.labels = chartLabels(lang);
+  applyLanguage(lang);
+  try {
+    window.localStorage.setItem('kvlab.lang', lang);
+  } catch {
+    // ignore
+  }
+  if (app.page && app.good) {
+    app.good.lang = lang;
+    app.settings.lang = lang;
+    render(app.figures, ALL);
+    recordUrl(false);
+  }
+}
+
+function download(name, blob) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+
+function showWarnings(target, list) {
+  const el = $(target);
+  if (!list.length) {
+    el.hidden = true;
+    return;
+  }
+  el.textContent = list.join(' · ');
+  el.hidden = false;
+}
+
+const MAX_UPLOAD = 256 * 1024 * 1024;
+
+async function onFiles(input) {
+  const slot = errorSlot(input);
+  slot.hidden = true;
+  const list = $('#file-list');
+  for (const file of input.files) {
+    if (file.size > MAX_UPLOAD) {
+      showError(input, `${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
+      continue;
+    }
+    try {
+      const buf = new Uint8Array(await file.arrayBuffer());
+      const summary = app.page.loadFile(file.name, buf);
+      const li = document.createElement('li');
+      li.textContent = summary.summary;
+      list.append(li);
+      for (const s of summary.skipped) {
+        const sk = document.createElement('li');
+        sk.textContent = s;
+        sk.className = 'skipped';
+        list.append(sk);
+      }
+      for (const tensor of summary.tensors) {
+        const value = `${summary.file}::${tensor.name}`;
+        const label = `${tensor.name} [${tensor.shape.join(', ')}]`;
+        for (const id of ['#up-attention', '#up-keys', '#up-values']) {
+          const sel = $(id);
+          if (![...sel.options].some((o) => o.value === value)) sel.add(new Option(label, value));
+        }
+      }
+    } catch (e) {
+      showError(input, e.message ?? String(e));
+    }
+  }
+  const values = $('#up-values');
+  if (![...values.options].some((o) => o.value === '')) {
+    const none = new Option(t(app.lang, 'data.none'), '');
+    none.dataset.i18n = 'data.none';
+    values.add(none, 0);
+  }
+  $('#upload-choice').hidden = $('#up-attention').options.length === 0;
+  // Sensible defaults: attention is the first tensor whose name says so, K and V likewise.
+  const pick = (id, re) => {
+    const sel = $(id);
+    const hit = [...sel.options].find((o) => re.test(o.value));
+    if (hit) sel.value = hit.value;
+  };
+  pick('#up-attention', /att/i);
+  pick('#up-keys', /(^|[^a-z])k(ey|eys)?([^a-z]|$)/i);
+  pick('#up-values', /(^|[^a-z])v(alue|alues)?([^a-z]|$)/i);
+}
+
+function onUse(button) {
+  try {
+    const result = app.page.useUploaded({
+      attention: $('#up-attention').value,
+      keys: $('#up-keys').value,
+      values: $('#up-values').value || null,
+      headMode: $('#up-headmode').value,
+      head: Number($('#up-head').value) || 0,
+      layer: Number($('#up-layer').value) || 0,
+      kvHead: Number($('#up-kvhead').value) || 0,
+      normalise: $('#up-normalise').checked,
+    });
+    errorSlot(button).hidden = true;
+    showWarnings('#upload-warnings', result.warnings);
+    const s = app.page.settings();
+    app.settings = { ...s };
+    app.good = { ...s };
+    writeControls(s);
+    render(app.page.figures(), ALL);
+    recordUrl(true);
+  } catch (e) {
+    showError(button, e.message ?? String(e));
+  }
+}
+
+function wire() {
+  for (const c of controls()) {
+    c.addEventListener('input', () => schedule(c, false));
+    c.addEventListener('change', () => schedule(c, true));
+  }
+  $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
+  $('#reset').addEventListener('click', () => {
+    try {
+      window.localStorage.removeItem('kvlab.query');
+    } catch {
+      // ignore
+    }
+    const fresh = parseQuery('').settings;
+    fresh.lang = app.lang;
+    try {
+      app.page.useGenerated(fresh);
+    } catch (e) {
+      showError(null, e.message ?? String(e));
+      return;
+    }
+    clearErrors();
+    applyAll(fresh, true);
+  });
+  $('#share').addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(window.location.href);
+      $('#share').textContent = t(app.lang, 'share.done');
+    } catch {
+      $('#share').textContent = window.location.href;
+    }
+    setTimeout(() => { $('#share').textContent = t(app.lang, 'share'); }, 2000);
+  });
+  $('#export-csv').addEventListener('click', () =>
+    download('kvlab-selection.csv', new Blob([app.page.exportCsv()], { type: 'text/csv' })));
+  $('#export-json').addEventListener('click', () =>
+    download('kvlab-view.json', new Blob([app.page.exportJson()], { type: 'application/json' })));
+  for (const b of document.querySelectorAll('[data-png]')) {
+    b.addEventListener('click', () => {
+      const canvas = document.querySelector(`canvas[data-chart="${b.dataset.png}"]`);
+      canvas.toBlob((blob) => blob && download(`kvlab-${b.dataset.png}.png`, blob), 'image/png');
+    });
+  }
+  $('#file').addEventListener('change', (ev) => onFiles(ev.target));
+  $('#up-use').addEventListener('click', (ev) => onUse(ev.target));
+  $('#use-generated').addEventListener('click', () => {
+    try {
+      app.page.useGenerated(app.good);
+      applyAll(app.good, true);
+    } catch (e) {
+      showError(null, e.message ?? String(e));
+    }
+  });
+  window.addEventListener('popstate', () => {
+    const parsed = parseQuery(window.location.search);
+    applyAll(parsed.settings, false);
+  });
+  window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', (e) => {
+    app.dark = e.matches;
+    if (app.figures) drawSections(ALL);
+  });
+  let resizeFrame = 0;
+  window.addEventListener('resize', () => {
+    if (resizeFrame) return;
+    resizeFrame = window.requestAnimationFrame(() => {
+      resizeFrame = 0;
+      if (app.figures) drawSections(ALL);
+    });
+  });
 }
 
 async function main() {
+  const status = $('#status');
   try {
     await init();
-  } catch (error) {
-    el.section.dataset.state = 'failed';
-    el.status.textContent = TEXT.failed + (error instanceof Error ? error.message : String(error));
-    el.status.classList.add('error');
+  } catch (e) {
+    status.textContent = t('en', 'status.failed') + (e.message ?? String(e));
+    document.body.dataset.state = 'failed';
     return;
   }
-  const lab = new Lab(SPEC.tokens, SPEC.channels, SPEC.seed);
-  const state = readState();
-  el.bits.value = String(state.bits);
-  update(lab, state.bits);
-
-  el.bits.addEventListener('input', () => update(lab, Number(el.bits.value)));
-
-  let pending = false;
-  new ResizeObserver(() => {
-    if (pending) return;
-    pending = true;
-    requestAnimationFrame(() => {
-      pending = false;
-      try {
-        draw(lab);
-      } catch (error) {
-        showError(el.bitsError, error);
-      }
-    });
-  }).observe(el.canvas);
-
-  el.status.textContent = TEXT.ready(SPEC, lab.channel());
-  el.section.dataset.state = 'ready';
+  // URL first; with no query, the last view from this browser.
+  let query = window.location.search;
+  if (!query) {
+    try {
+      query = window.localStorage.getItem('kvlab.query') ?? '';
+    } catch {
+      query = '';
+    }
+  }
+  const parsed = parseQuery(query);
+  const urlLang = new URLSearchParams(query).get('lang');
+  app.lang = initialLanguage(urlLang);
+  parsed.settings.lang = app.lang;
+  app.labels = chartLabels(app.lang);
+  applyLanguage(app.lang);
+  if (parsed.warnings.length) {
+    showWarnings('#url-warnings', parsed.warnings.map((w) => w.message));
+    $('#url-warnings').prepend(t(app.lang, 'warn.url'));
+  }
+  const modelSel = $('#model');
+  for (const m of modelPresets()) modelSel.add(new Option(m.name, m.slug));
+  const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
+  custom.dataset.i18n = 'budget.custom';
+  modelSel.add(custom);
+  if (parsed.settings.embed) {
+    document.body.classList.add('embed', `embed-${parsed.settings.embed}`);
+  }
+  try {
+    app.page = new Page(parsed.settings);
+  } catch (e) {
+    // A link can ask for data the generator refuses; fall back to the defaults and say why.
+    showWarnings('#url-warnings', [e.message ?? String(e)]);
+    parsed.settings = { ...parseQuery('').settings, lang: app.lang };
+    app.page = new Page(parsed.settings);
+  }
+  app.settings = { ...parsed.settings };
+  app.good = { ...parsed.settings };
+  writeControls(app.good);
+  wire();
+  performance.mark('kvlab:update:start');
+  render(app.page.figures(), ALL);
+  performance.measure('kvlab:update', 'kvlab:update:start');
+  recordUrl(false);
+  status.hidden = true;
+  document.body.dataset.state = 'ready';
 }
 
 main();

@@ -1,0 +1,178 @@
+// The note's formulas in MathML (rendered natively by Chromium, Firefox and Safari), with the
+// current numbers substituted. Built with createElementNS: no HTML strings, no user text.
+// Holds no math: every number comes from the figures Rust computed.
+
+const NS = 'http://www.w3.org/1998/Math/MathML';
+
+function el(tag, ...children) {
+  const e = document.createElementNS(NS, tag);
+  for (const c of children) {
+    e.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+  return e;
+}
+const mi = (s) => el('mi', s);
+const mn = (s) => el('mn', String(s));
+const mo = (s) => el('mo', s);
+const mtext = (s) => el('mtext', s);
+const row = (...c) => el('mrow', ...c);
+const frac = (a, b) => el('mfrac', a, b);
+const sub = (a, b) => el('msub', typeof a === 'string' ? mi(a) : a, typeof b === 'string' ? mi(b) : b);
+const sup = (a, b) => el('msup', typeof a === 'string' ? mi(a) : a, typeof b === 'string' ? mn(b) : b);
+const subsup = (a, b, c) => el('msubsup', a, b, c);
+const hat = (x) => el('mover', mi(x), mo('^'));
+const abs = (...c) => row(mo('|'), ...c, mo('|'));
+const eq = () => mo('=');
+const name = (s) => el('mi', s); // multi-letter identifiers render upright
+
+/** A short number for formulas: 4 significant digits, plain integers as they are. */
+export function num(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return '—';
+  if (v === Infinity) return '∞';
+  if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3);
+  return String(Number(v.toPrecision(4)));
+}
+
+/** Bytes as text with a binary unit. */
+export function bytes(b) {
+  if (b < 1024) return `${b} B`;
+  if (b < 1024 ** 2) return `${(b / 1024).toFixed(1)} KiB`;
+  if (b < 1024 ** 3) return `${(b / 1024 ** 2).toFixed(2)} MiB`;
+  return `${(b / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+function math(...children) {
+  const m = el('math', ...children);
+  m.setAttribute('display', 'block');
+  return m;
+}
+
+/** Every formula slot of the page: id -> (figures, settings) -> <math>. */
+export const FORMULAS = {
+  'f-budget': (f) => {
+    const b = f.budget.data;
+    return math(
+      sub('M', row(mi('KV'), mo(','), mi('final'))), eq(),
+      sub('T', 'kept'), mo('×'), sub(mi('bytes'), mi('token')), mo('+'),
+      sub('M', 'meta'), mo('+'), sub('M', 'index'),
+      eq(), mn(b.t_kept), mo('×'), mn(num(b.bytes_token_codes)), mtext(' B'), mo('+'),
+      mtext(bytes(b.m_meta)), mo('+'), mtext(bytes(b.m_index)),
+      eq(), mtext(bytes(b.m_final)),
+    );
+  },
+  'f-bytes-fp': (f) => {
+    const m = f.budget.model;
+    const terms = m.mla_latent
+      ? [mi('L'), mo('×'), sub(mi('d'), mi('latent')), mo('×'), sub('s', 'fp'), eq(),
+        mn(m.layers), mo('×'), mn(m.mla_latent), mo('×'), mn(m.fp_bytes)]
+      : [mn(2), mo('×'), mi('L'), mo('×'), sub(mi('n'), mi('kv')), mo('×'), sub(mi('d'), mi('head')),
+        mo('×'), sub('s', 'fp'), eq(), mn(2), mo('×'), mn(m.layers), mo('×'), mn(m.n_kv_heads),
+        mo('×'), mn(m.d_head), mo('×'), mn(m.fp_bytes)];
+    return math(sub(mi('bytes'), row(mi('token'), mo(','), mi('fp'))), eq(), ...terms, eq(),
+      mtext(bytes(f.budget.extrapolated.bytes_token_fp)));
+  },
+  'f-scale': (f, s) => {
+    const q = f.quant;
+    if (s.scheme === 'symmetric') {
+      return math(
+        sub(mi('scale'), mi('j')), eq(),
+        frac(row(mo('max'), abs(sub('x', 'j'))), row(sup(mn(2), row(mi('b'), mo('−'), mn(1))), mo('−'), mn(1))),
+        eq(), frac(mn(num(q.channelMaxAbs)), mn(q.qmax)), eq(), mn(num(q.scale)),
+      );
+    }
+    return math(
+      sub(mi('scale'), mi('j')), eq(),
+      frac(row(subsup(mi('x'), mi('j'), mi('max')), mo('−'), subsup(mi('x'), mi('j'), mi('min'))),
+        row(sup(mn(2), mi('b')), mo('−'), mn(1))),
+      eq(), frac(row(mn(num(q.channelMax)), mo('−'), mn(num(q.channelMin))), mn(q.qmax)),
+      eq(), mn(num(q.scale)),
+    );
+  },
+  'f-zero': (f, s) => {
+    const q = f.quant;
+    if (s.scheme === 'symmetric') {
+      return math(mtext('symmetric: no zero point is stored'));
+    }
+    return math(
+      sub(mi('zero_point'), mi('j')), eq(), mi('round'), row(mo('('), mo('−'),
+        frac(subsup(mi('x'), mi('j'), mi('min')), sub(mi('scale'), mi('j'))), mo(')')),
+      eq(), mn(q.zeroPoint ?? 0),
+    );
+  },
+  'f-q': (f, s) => {
+    const inner = s.scheme === 'symmetric'
+      ? frac(sub('x', 'j'), sub(mi('scale'), mi('j')))
+      : row(frac(sub('x', 'j'), sub(mi('scale'), mi('j'))), mo('+'), sub(mi('zero_point'), mi('j')));
+    const range = s.scheme === 'symmetric'
+      ? row(mo('−'), mn(f.quant.qmax), mo('…'), mn(f.quant.qmax))
+      : row(mn(0), mo('…'), mn(f.quant.qmax));
+    return math(sub('q', 'j'), eq(), mi('round'), row(mo('('), inner, mo(')')), mo('∈'), row(mo('['), range, mo(']')),
+      mtext('    '), sub(hat('x'), mi('j')), eq(), sub(mi('scale'), mi('j')), mo('·'),
+      s.scheme === 'symmetric' ? sub('q', 'j') : row(mo('('), sub('q', 'j'), mo('−'), sub(mi('zero_point'), mi('j')), mo(')')));
+  },
+  'f-bound-elem': (f) => {
+    const q = f.quant;
+    return math(abs(sub('x', 'j'), mo('−'), sub(hat('x'), mi('j'))), mo('≤'), frac(mn(1), mn(2)), sub(mi('scale'), mi('j')),
+      mtext(' :  '), mn(num(q.stats.max_abs)), mo(q.elementBoundHolds ? '≤' : '>'), mn(num(q.boundMax)));
+  },
+  'f-bound-row': (f) => math(
+    sup(row(mo('‖'), mi('x'), mo('−'), hat('x'), mo('‖')), mn(2)), mo('≤'), frac(mn(1), mn(4)),
+    row(mo('∑'), sup(sub(mi('scale'), mi('j')), mn(2))),
+    mtext(f.quant.rowBoundHolds ? '  holds for every token' : '  FAILS for some token'),
+  ),
+  'f-rquant': (f) => {
+    const st = f.quant.stats;
+    return math(sub('R', 'quant'), mo('≈'), frac(sub('s', 'fp'), sub('s', 'q')), eq(),
+      frac(mn(16), mn(f.quant.bits)), eq(), mn(num(st.compression_ratio_no_meta)),
+      mtext('   with scales: '), frac(mtext(bytes(f.quant.fpBytes)), row(mtext(bytes(f.quant.codeBytes)), mo('+'), mtext(bytes(f.quant.metaBytes)))),
+      eq(), mn(num(st.compression_ratio)));
+  },
+  'f-score': (f, s) => {
+    const over = s.method === 'snapkv'
+      ? row(mi('t'), mo('∈'), sub('W', 'obs'))
+      : row(mi('t'), mo('='), mn(1));
+    const to = s.method === 'snapkv' ? null : sub('T', 'obs');
+    const sum = to ? el('munderover', mo('∑'), over, to) : el('munder', mo('∑'), over);
+    const lhs = s.method === 'snapkv' ? subsup(mi('score'), mi('i'), mi('snap')) : sub(mi('score'), mi('i'));
+    const note = s.method === 'snapkv'
+      ? mtext(`   (last w = ${s.window} of ${f.data.steps} steps${s.pool === 'none' ? '' : `, ${s.pool} pooled, k = ${s.kernel}`})`)
+      : mtext(`   (T_obs = ${f.data.steps} steps)`);
+    return math(lhs, eq(), sum, sub(mi('a'), row(mi('t'), mo(','), mi('i'))), note);
+  },
+  'f-keep': (f, s) => {
+    const t = f.data.tokens;
+    if (s.method === 'streaming') {
+      return math(mi('𝒦'), eq(), row(mo('{'), mn(1), mo('…'), mn(Math.min(s.sinks, s.budget)), mo('}')), mo('∪'),
+        row(mo('{'), mn(f.select.recentStart + 1), mo('…'), mn(t), mo('}')),
+        mtext(`   sinks s = ${Math.min(s.sinks, s.budget)}, last B − s`));
+    }
+    const heavy = Math.max(0, s.budget - Math.min(s.recent, t));
+    return math(mi('𝒦'), eq(), mi('TopK'), row(mo('('), mi('score'), mo(','), row(mi('B'), mo('−'), mi('r')), mo(')')),
+      mo('∪'), row(mo('{'), row(mi('T'), mo('−'), mi('r'), mo('+'), mn(1)), mo(','), mo('…'), mo(','), mi('T'), mo('}')),
+      eq(), mi('TopK'), row(mo('('), mi('score'), mo(','), mn(heavy), mo(')')),
+      mo('∪'), row(mo('{'), mn(f.select.recentStart + 1), mo('…'), mn(t), mo('}')));
+  },
+  'f-rtoken': (f) => math(sub('R', 'token'), eq(), frac(sub('T', 'total'), sub('T', 'kept')), eq(),
+    frac(mn(f.data.tokens), mn(f.select.keptCount)), eq(), mn(num(f.select.rToken))),
+  'f-roverall': (f) => {
+    const b = f.budget.data;
+    return math(sub('R', 'overall'), eq(),
+      frac(row(sub('T', 'total'), mo('×'), subsup(mi('bytes'), mi('token'), mi('fp'))),
+        row(sub('T', 'kept'), mo('×'), subsup(mi('bytes'), mi('token'), mi('quant')), mo('+'), sub('M', 'meta'), mo('+'), sub('M', 'index'))),
+      eq(),
+      frac(row(mn(b.t_total), mo('×'), mn(b.bytes_token_fp)),
+        row(mn(b.t_kept), mo('×'), mn(num(b.bytes_token_codes)), mo('+'), mn(b.m_meta), mo('+'), mn(b.m_index))),
+      eq(), mn(num(b.r_overall)));
+  },
+};
+
+/** Replaces the content of every formula slot present in the page. */
+export function renderFormulas(figures, settings) {
+  for (const [id, build] of Object.entries(FORMULAS)) {
+    const slot = document.getElementById(id);
+    if (!slot) continue;
+    slot.replaceChildren(build(figures, settings));
+  }
+}
