@@ -627,12 +627,19 @@ fn accumulate(
             if w.iter().all(|&x| x == 0.0) {
                 continue;
             }
-            for (j, a) in acc.iter_mut().enumerate() {
-                let mut s = 0.0;
-                for k in 0..BLOCK {
-                    s += w[k] * vals[k][j];
-                }
-                *a += s;
+            let [v0, v1, v2, v3, v4, v5, v6, v7] = vals;
+            let it = acc.iter_mut().zip(v0).zip(v1).zip(v2).zip(v3);
+            for ((((((((a, x0), x1), x2), x3), x4), x5), x6), x7) in
+                it.zip(v4).zip(v5).zip(v6).zip(v7)
+            {
+                *a += w[0] * x0
+                    + w[1] * x1
+                    + w[2] * x2
+                    + w[3] * x3
+                    + w[4] * x4
+                    + w[5] * x5
+                    + w[6] * x6
+                    + w[7] * x7;
             }
         }
     }

@@ -245,11 +245,12 @@ pub fn round_half_even(x: f64) -> f64 {
 ///
 /// ```
 /// use kvlab::{Matrix, quant::{quantize, QuantConfig}};
-/// // one channel [0.5, -1.0, 0.25] at 3 bits: qmax = 3, scale = 1/3
-/// let x = Matrix::new(3, 1, vec![0.5, -1.0, 0.25]).unwrap();
+/// // one channel [1.5, -3.0, 0.5] at 3 bits: qmax = 3, scale = 3/3 = 1
+/// let x = Matrix::new(3, 1, vec![1.5, -3.0, 0.5]).unwrap();
 /// let q = quantize(&x, &QuantConfig::per_channel_symmetric(3)).unwrap();
-/// assert_eq!(q.codes(), &[2, -3, 1]); // 1.5 rounds to 2 (half to even), 0.75 to 1
-/// assert!((q.scales()[0] - 1.0 / 3.0).abs() < 1e-7);
+/// assert_eq!(q.codes(), &[2, -3, 0]); // 1.5 rounds to 2 and 0.5 to 0 (half to even)
+/// assert_eq!(q.scales(), &[1.0]);
+/// assert_eq!(q.dequantize().data(), &[2.0, -3.0, 0.0]);
 /// ```
 pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantError> {
     let range = QuantConfig::bits_range(config.scheme);

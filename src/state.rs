@@ -75,7 +75,7 @@ pub struct Settings {
     pub pattern: AttentionPreset,
     /// Generator seed, `0..=2^53` (exact in JavaScript numbers).
     pub seed: u64,
-    /// Tokens `T`, `8..=131072`.
+    /// Tokens `T`, `1..=131072`.
     pub tokens: usize,
     /// Attention rows (decode steps) `S`, `1..=4096` and at most `T`.
     pub steps: usize,
@@ -394,7 +394,7 @@ impl Settings {
                     }
                 }
                 "tokens" => {
-                    if let Some(v) = p.int("tokens", raw, 8usize, MAX_TOKENS) {
+                    if let Some(v) = p.int("tokens", raw, 1usize, MAX_TOKENS) {
                         s.tokens = v;
                     }
                 }
@@ -572,6 +572,20 @@ impl Settings {
                 ),
             );
             s.steps = s.tokens;
+        }
+        // Cross-field ranges of generated data: B and r at most T, w at most S.
+        for (key, value, limit, what) in [
+            ("budget", &mut s.budget, s.tokens, "tokens"),
+            ("recent", &mut s.recent, s.tokens, "tokens"),
+            ("window", &mut s.window, s.steps, "steps"),
+        ] {
+            if *value > limit {
+                p.warn(
+                    key,
+                    format!("{key} {value} is out of range: must be at most {what} ({limit}); {limit} is used"),
+                );
+                *value = limit;
+            }
         }
         Parsed {
             settings: s,

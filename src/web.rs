@@ -44,7 +44,12 @@ fn chart_error(e: ChartError) -> JsValue {
 
 fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
     v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|e| error("internal", &format!("could not convert a result for the page: {e}")))
+        .map_err(|e| {
+            error(
+                "internal",
+                &format!("could not convert a result for the page: {e}"),
+            )
+        })
 }
 
 fn settings_of(v: JsValue) -> Result<Settings, JsValue> {

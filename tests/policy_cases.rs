@@ -242,11 +242,11 @@ fn compare_table_on_the_spec_example() {
     // observed 2, future row 2 = [0.05, 0.05, 0.10, 0.80], B = 2, r = 0
     let a = spec();
     let pols = [
-        Policy::H2oSum,  // {0, 1}: 0.10
-        Policy::H2oMean, // {0, 2}: 0.15
-        Policy::Tova,    // row 1 -> {0, 1}: 0.10
+        Policy::H2oSum,                    // {0, 1}: 0.10
+        Policy::H2oMean,                   // {0, 2}: 0.15
+        Policy::Tova,                      // row 1 -> {0, 1}: 0.10
         Policy::StreamingLlm { sinks: 1 }, // {0, 3}: 0.85
-        Policy::Oracle,  // {2, 3}: 0.90
+        Policy::Oracle,                    // {2, 3}: 0.90
     ];
     let want = [0.10, 0.15, 0.10, 0.85, 0.90];
     let table = compare(&pols, &a, None, None, 2, 0, 2);
@@ -257,7 +257,9 @@ fn compare_table_on_the_spec_example() {
     }
     // a shared input error reaches every entry
     let bad = compare(&pols, &a, None, None, 2, 0, 0);
-    assert!(bad.iter().all(|(_, r)| matches!(r, Err(PolicyError::ObservedRows { .. }))));
+    assert!(bad
+        .iter()
+        .all(|(_, r)| matches!(r, Err(PolicyError::ObservedRows { .. }))));
     // a policy error stays with its policy
     let t = compare(&[Policy::Oracle, Policy::Tova], &a, None, None, 2, 0, 3);
     assert!(matches!(t[0].1, Err(PolicyError::NoFutureRows { .. })));
@@ -281,7 +283,11 @@ fn output_error_hand_cases() {
     // two channels: a = [0.5, 0.5], V = I: o = [0.5, 0.5]; keep {0}: o_hat = [1, 0]
     let a2 = m(1, 2, &[0.5, 0.5]);
     let eye = m(2, 2, &[1.0, 0.0, 0.0, 1.0]);
-    assert!(close(output_error(&a2, &eye, None, &[0]).unwrap()[0], 1.0, 1e-12));
+    assert!(close(
+        output_error(&a2, &eye, None, &[0]).unwrap()[0],
+        1.0,
+        1e-12
+    ));
 }
 
 #[test]
@@ -307,7 +313,11 @@ fn output_error_edge_cases_are_defined() {
     // rows that do not sum to 1 are normalised: a = [2, 2], v = [1, 3]: o = 2
     let big = m(1, 2, &[2.0, 2.0]);
     assert_eq!(output_error(&big, &v, None, &[0, 1]).unwrap(), vec![0.0]);
-    assert!(close(output_error(&big, &v, None, &[1]).unwrap()[0], 0.5, 1e-12));
+    assert!(close(
+        output_error(&big, &v, None, &[1]).unwrap()[0],
+        0.5,
+        1e-12
+    ));
 }
 
 #[test]
@@ -339,7 +349,10 @@ fn errors_name_the_value_and_the_range() {
     );
     assert!(matches!(
         err(select_with(&Policy::H2oSum, &a, 2, 0, 4)),
-        PolicyError::ObservedRows { observed_rows: 4, steps: 3 }
+        PolicyError::ObservedRows {
+            observed_rows: 4,
+            steps: 3
+        }
     ));
     assert_eq!(
         err(select_with(&Policy::Oracle, &a, 2, 0, 3)).to_string(),
@@ -377,7 +390,10 @@ fn errors_name_the_value_and_the_range() {
     for p in Policy::defaults(1) {
         let e = select_with(&p, &nan, 1, 0, 1);
         assert!(
-            matches!(e, Err(PolicyError::Select(SelectError::NonFinite { index: 1, .. }))),
+            matches!(
+                e,
+                Err(PolicyError::Select(SelectError::NonFinite { index: 1, .. }))
+            ),
             "{p}: {e:?}"
         );
     }
@@ -428,10 +444,7 @@ fn quality_errors_name_the_value_and_the_range() {
 // GQA
 
 fn gqa_heads() -> Vec<Matrix> {
-    vec![
-        m(1, 3, &[0.6, 0.4, 0.0]),
-        m(1, 3, &[0.0, 0.45, 0.55]),
-    ]
+    vec![m(1, 3, &[0.6, 0.4, 0.0]), m(1, 3, &[0.0, 0.45, 0.55])]
 }
 
 #[test]
@@ -441,17 +454,32 @@ fn per_head_vs_shared_selection() {
     assert_eq!(per[0].kept, vec![0]);
     assert_eq!(per[1].kept, vec![2]);
     // mean [0.3, 0.425, 0.275] -> 1; sum ranks the same; max [0.6, 0.45, 0.55] -> 0
-    let shared = |agg| shared_selection(&h, 1, 0, &Policy::Tova, agg, 1).unwrap().kept;
+    let shared = |agg| {
+        shared_selection(&h, 1, 0, &Policy::Tova, agg, 1)
+            .unwrap()
+            .kept
+    };
     assert_eq!(shared(Aggregate::Mean), vec![1]);
     assert_eq!(shared(Aggregate::Sum), vec![1]);
     assert_eq!(shared(Aggregate::Max), vec![0]);
     // B = 2: mean -> {0, 1}; max -> {0, 2}
-    let shared2 = |agg| shared_selection(&h, 2, 0, &Policy::Tova, agg, 1).unwrap().kept;
+    let shared2 = |agg| {
+        shared_selection(&h, 2, 0, &Policy::Tova, agg, 1)
+            .unwrap()
+            .kept
+    };
     assert_eq!(shared2(Aggregate::Mean), vec![0, 1]);
     assert_eq!(shared2(Aggregate::Max), vec![0, 2]);
     // StreamingLLM ignores the heads' attention
-    let s = shared_selection(&h, 2, 0, &Policy::StreamingLlm { sinks: 1 }, Aggregate::Max, 1)
-        .unwrap();
+    let s = shared_selection(
+        &h,
+        2,
+        0,
+        &Policy::StreamingLlm { sinks: 1 },
+        Aggregate::Max,
+        1,
+    )
+    .unwrap();
     assert_eq!(s.kept, vec![0, 2]);
     // one head: shared == per head
     for p in all_policies(1) {
@@ -497,7 +525,10 @@ fn selection_memory_per_scope() {
     let llama3 = preset("Llama-3-8B"); // L 32, 32 query heads, 8 KV heads
     let mem = |scope| selection_memory(&llama3, scope).unwrap();
     let q = mem(SelectionScope::PerQueryHead);
-    assert_eq!((q.selection_copies, q.kv_copy_factor, q.n_kv), (32 * 32, 4, 8));
+    assert_eq!(
+        (q.selection_copies, q.kv_copy_factor, q.n_kv),
+        (32 * 32, 4, 8)
+    );
     let k = mem(SelectionScope::PerKvHead);
     assert_eq!((k.selection_copies, k.kv_copy_factor), (32 * 8, 1));
     let l = mem(SelectionScope::PerLayer);
@@ -509,7 +540,10 @@ fn selection_memory_per_scope() {
     // MLA: one latent per layer, copied per query head
     let ds = preset("DeepSeek");
     let q3 = selection_memory(&ds, SelectionScope::PerQueryHead).unwrap();
-    assert_eq!((q3.n_kv, q3.kv_copy_factor, q3.selection_copies), (1, 128, 60 * 128));
+    assert_eq!(
+        (q3.n_kv, q3.kv_copy_factor, q3.selection_copies),
+        (1, 128, 60 * 128)
+    );
     // heads that do not group
     let mut bad = llama3.clone();
     bad.n_heads = 12;
@@ -660,7 +694,30 @@ fn labels() {
         pooling: Pooling::Max { kernel: 7 },
     };
     assert_eq!(p.to_string(), "SnapKV (w=32, max k=7)");
-    assert_eq!(Policy::StreamingLlm { sinks: 4 }.to_string(), "StreamingLLM (4 sinks)");
+    assert_eq!(
+        Policy::StreamingLlm { sinks: 4 }.to_string(),
+        "StreamingLLM (4 sinks)"
+    );
     assert_eq!(Policy::H2oMean.to_string(), "H2O (mean)");
     assert_eq!(Policy::defaults(16).len(), 7);
+}
+
+#[test]
+fn oracle_bounds_the_mean_not_the_worst_step() {
+    // observed row 0; future rows [0.5, 0.5, 0], [0.5, 0.5, 0], [0, 0.2, 0.8], B = 2.
+    // oracle scores [1.0, 1.2, 0.8] -> {0, 1}: masses [1, 1, 0.2], mean 0.733, worst 0.2.
+    // StreamingLLM (no sinks) keeps {1, 2}: masses [0.5, 0.5, 1], mean 0.667, worst 0.5.
+    let a = m(
+        4,
+        3,
+        &[0.3, 0.3, 0.4, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0, 0.0, 0.2, 0.8],
+    );
+    let o = select_with(&Policy::Oracle, &a, 2, 0, 1).unwrap();
+    assert_eq!(o.kept, vec![0, 1]);
+    let s = select_with(&Policy::StreamingLlm { sinks: 0 }, &a, 2, 0, 1).unwrap();
+    assert_eq!(s.kept, vec![1, 2]);
+    let qo = quality(&a, None, None, &o.kept, 1).unwrap();
+    let qs = quality(&a, None, None, &s.kept, 1).unwrap();
+    assert!(close(qo.mass_mean, 2.2 / 3.0, 1e-7) && close(qs.mass_mean, 2.0 / 3.0, 1e-7));
+    assert!(close(qo.mass_worst, 0.2, 1e-7) && close(qs.mass_worst, 0.5, 1e-7));
 }

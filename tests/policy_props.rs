@@ -4,8 +4,8 @@
 //! evaluation, and the output error agrees with an independent `f64` reference.
 
 use kvlab::policy::{
-    output_error, per_head_selection, policy_scores, quality, select_with, shared_selection,
-    sweep, Aggregate, Policy,
+    output_error, per_head_selection, policy_scores, quality, select_with, shared_selection, sweep,
+    Aggregate, Policy,
 };
 use kvlab::select::Pooling;
 use kvlab::Matrix;
@@ -44,7 +44,7 @@ fn policy(t: usize, s_obs: usize) -> impl Strategy<Value = Policy> {
     prop_oneof![
         Just(Policy::H2oSum),
         Just(Policy::H2oMean),
-        (1..=s_obs, 0usize..3, 0usize..3).prop_map(move |(window, kind, k)| Policy::SnapKv {
+        (1..=s_obs, 0usize..3, 0..=t.min(2)).prop_map(move |(window, kind, k)| Policy::SnapKv {
             window,
             pooling: match kind {
                 0 => Pooling::None,
@@ -77,10 +77,6 @@ fn sinks(p: &Policy) -> usize {
         Policy::StreamingLlm { sinks } => *sinks,
         _ => 0,
     }
-}
-
-fn values(t: usize, d: usize) -> impl Strategy<Value = Matrix> {
-    prop::collection::vec(-3.0f32..3.0, t * d).prop_map(move |v| Matrix::new(t, d, v).unwrap())
 }
 
 /// The module's output error written out directly from its formula, in `f64`, token by token.
@@ -233,9 +229,9 @@ proptest! {
                         prop_assert!(near(pt.quality.mass_mean, q.mass_mean, 1e-12));
                         prop_assert!(near(pt.quality.mass_worst, q.mass_worst, 1e-12));
                         let (e1, e2) = (pt.quality.output_error_mean.unwrap(), q.output_error_mean.unwrap());
-                        prop_assert!(near(e1, e2, 1e-5), "{} b={}: {} vs {}", curve.policy, b, e1, e2);
+                        prop_assert!(near(e1, e2, 1e-9), "{} b={}: {} vs {}", curve.policy, b, e1, e2);
                         let (w1, w2) = (pt.quality.output_error_worst.unwrap(), q.output_error_worst.unwrap());
-                        prop_assert!(near(w1, w2, 1e-5), "{} b={}: {} vs {}", curve.policy, b, w1, w2);
+                        prop_assert!(near(w1, w2, 1e-9), "{} b={}: {} vs {}", curve.policy, b, w1, w2);
                     }
                 }
             }
@@ -261,7 +257,7 @@ proptest! {
         let got = output_error(&a, &v, Some(&v_hat), &kept).unwrap();
         let want = reference_output_error(&a, &v, &v_hat, &kept);
         for (g, w) in got.iter().zip(&want) {
-            prop_assert!(near(*g, *w, 1e-5), "{} vs {}", g, w);
+            prop_assert!(near(*g, *w, 1e-9), "{} vs {}", g, w);
         }
         // exact values, everything kept: exactly 0
         let all: Vec<usize> = (0..t).collect();

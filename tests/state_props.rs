@@ -7,10 +7,37 @@ use proptest::prelude::*;
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "pattern", "seed", "tokens", "steps", "channels", "outliers", "skewed", "bits",
-            "scheme", "granularity", "group", "tensor", "channel", "meta", "method", "budget",
-            "recent", "window", "pool", "kernel", "sinks", "model", "layers", "kv_heads",
-            "head_dim", "fp_bytes", "context", "batch", "index", "lang", "embed",
+            "pattern",
+            "seed",
+            "tokens",
+            "steps",
+            "channels",
+            "outliers",
+            "skewed",
+            "bits",
+            "scheme",
+            "granularity",
+            "group",
+            "tensor",
+            "channel",
+            "meta",
+            "method",
+            "budget",
+            "recent",
+            "window",
+            "pool",
+            "kernel",
+            "sinks",
+            "model",
+            "layers",
+            "kv_heads",
+            "head_dim",
+            "fp_bytes",
+            "context",
+            "batch",
+            "index",
+            "lang",
+            "embed",
         ])
         .prop_map(String::from),
         "[a-z%_]{0,6}",
@@ -37,7 +64,7 @@ proptest! {
         let q: String = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
         let p = Settings::from_query(&q);
         let s = &p.settings;
-        prop_assert!((8..=MAX_TOKENS).contains(&s.tokens));
+        prop_assert!((1..=MAX_TOKENS).contains(&s.tokens));
         prop_assert!(s.steps >= 1 && s.steps <= s.tokens.min(MAX_STEPS));
         prop_assert!((1..=MAX_CHANNELS).contains(&s.channels));
         prop_assert!((1..=16).contains(&s.bits));

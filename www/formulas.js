@@ -20,7 +20,11 @@ const frac = (a, b) => el('mfrac', a, b);
 const sub = (a, b) => el('msub', typeof a === 'string' ? mi(a) : a, typeof b === 'string' ? mi(b) : b);
 const sup = (a, b) => el('msup', typeof a === 'string' ? mi(a) : a, typeof b === 'string' ? mn(b) : b);
 const subsup = (a, b, c) => el('msubsup', a, b, c);
-const hat = (x) => el('mover', mi(x), mo('^'));
+const hat = (x) => {
+  const m = el('mover', mi(x), mo('^'));
+  m.setAttribute('accent', 'true');
+  return m;
+};
 const abs = (...c) => row(mo('|'), ...c, mo('|'));
 const eq = () => mo('=');
 const name = (s) => el('mi', s); // multi-letter identifiers render upright
@@ -73,7 +77,7 @@ export const FORMULAS = {
     return math(sub(mi('bytes'), row(mi('token'), mo(','), mi('fp'))), eq(), ...terms, eq(),
       mtext(bytes(f.budget.extrapolated.bytes_token_fp)));
   },
-  'f-scale': (f, s) => {
+  'f-scale': (f, s, tr) => {
     const q = f.quant;
     if (s.scheme === 'symmetric') {
       return math(
@@ -90,10 +94,10 @@ export const FORMULAS = {
       eq(), mn(num(q.scale)),
     );
   },
-  'f-zero': (f, s) => {
+  'f-zero': (f, s, tr) => {
     const q = f.quant;
     if (s.scheme === 'symmetric') {
-      return math(mtext('symmetric: no zero point is stored'));
+      return math(mtext(tr('formula.no-zero-point')));
     }
     return math(
       sub(mi('zero_point'), mi('j')), eq(), mi('round'), row(mo('('), mo('−'),
@@ -101,7 +105,7 @@ export const FORMULAS = {
       eq(), mn(q.zeroPoint ?? 0),
     );
   },
-  'f-q': (f, s) => {
+  'f-q': (f, s, tr) => {
     const inner = s.scheme === 'symmetric'
       ? frac(sub('x', 'j'), sub(mi('scale'), mi('j')))
       : row(frac(sub('x', 'j'), sub(mi('scale'), mi('j'))), mo('+'), sub(mi('zero_point'), mi('j')));
@@ -109,27 +113,27 @@ export const FORMULAS = {
       ? row(mo('−'), mn(f.quant.qmax), mo('…'), mn(f.quant.qmax))
       : row(mn(0), mo('…'), mn(f.quant.qmax));
     return math(sub('q', 'j'), eq(), mi('round'), row(mo('('), inner, mo(')')), mo('∈'), row(mo('['), range, mo(']')),
-      mtext('    '), sub(hat('x'), mi('j')), eq(), sub(mi('scale'), mi('j')), mo('·'),
+      mtext(',      '), sub(hat('x'), mi('j')), eq(), sub(mi('scale'), mi('j')), mo('·'),
       s.scheme === 'symmetric' ? sub('q', 'j') : row(mo('('), sub('q', 'j'), mo('−'), sub(mi('zero_point'), mi('j')), mo(')')));
   },
-  'f-bound-elem': (f) => {
+  'f-bound-elem': (f, s, tr) => {
     const q = f.quant;
     return math(abs(sub('x', 'j'), mo('−'), sub(hat('x'), mi('j'))), mo('≤'), frac(mn(1), mn(2)), sub(mi('scale'), mi('j')),
-      mtext(' :  '), mn(num(q.stats.max_abs)), mo(q.elementBoundHolds ? '≤' : '>'), mn(num(q.boundMax)));
+      mtext(`     ${tr('formula.measured')} `), mn(num(q.stats.max_abs)), mo(q.elementBoundHolds ? '≤' : '>'), mn(num(q.boundMax)));
   },
-  'f-bound-row': (f) => math(
+  'f-bound-row': (f, s, tr) => math(
     sup(row(mo('‖'), mi('x'), mo('−'), hat('x'), mo('‖')), mn(2)), mo('≤'), frac(mn(1), mn(4)),
     row(mo('∑'), sup(sub(mi('scale'), mi('j')), mn(2))),
-    mtext(f.quant.rowBoundHolds ? '  holds for every token' : '  FAILS for some token'),
+    mtext(`  ${tr(f.quant.rowBoundHolds ? 'formula.row-holds' : 'formula.row-fails')}`),
   ),
-  'f-rquant': (f) => {
+  'f-rquant': (f, s, tr) => {
     const st = f.quant.stats;
     return math(sub('R', 'quant'), mo('≈'), frac(sub('s', 'fp'), sub('s', 'q')), eq(),
       frac(mn(16), mn(f.quant.bits)), eq(), mn(num(st.compression_ratio_no_meta)),
-      mtext('   with scales: '), frac(mtext(bytes(f.quant.fpBytes)), row(mtext(bytes(f.quant.codeBytes)), mo('+'), mtext(bytes(f.quant.metaBytes)))),
+      mtext(`   ${tr('formula.with-scales')} `), frac(mtext(bytes(f.quant.fpBytes)), row(mtext(bytes(f.quant.codeBytes)), mo('+'), mtext(bytes(f.quant.metaBytes)))),
       eq(), mn(num(st.compression_ratio)));
   },
-  'f-score': (f, s) => {
+  'f-score': (f, s, tr) => {
     const over = s.method === 'snapkv'
       ? row(mi('t'), mo('∈'), sub('W', 'obs'))
       : row(mi('t'), mo('='), mn(1));
@@ -137,16 +141,16 @@ export const FORMULAS = {
     const sum = to ? el('munderover', mo('∑'), over, to) : el('munder', mo('∑'), over);
     const lhs = s.method === 'snapkv' ? subsup(mi('score'), mi('i'), mi('snap')) : sub(mi('score'), mi('i'));
     const note = s.method === 'snapkv'
-      ? mtext(`   (last w = ${s.window} of ${f.data.steps} steps${s.pool === 'none' ? '' : `, ${s.pool} pooled, k = ${s.kernel}`})`)
-      : mtext(`   (T_obs = ${f.data.steps} steps)`);
+      ? mtext(`   (${tr('formula.last-w').replace('{w}', s.window).replace('{S}', f.data.steps)}${s.pool === 'none' ? '' : `, ${tr(`pool.${s.pool}`)}, k = ${s.kernel}`})`)
+      : mtext(`   (T_obs = ${f.data.steps})`);
     return math(lhs, eq(), sum, sub(mi('a'), row(mi('t'), mo(','), mi('i'))), note);
   },
-  'f-keep': (f, s) => {
+  'f-keep': (f, s, tr) => {
     const t = f.data.tokens;
     if (s.method === 'streaming') {
       return math(mi('𝒦'), eq(), row(mo('{'), mn(1), mo('…'), mn(Math.min(s.sinks, s.budget)), mo('}')), mo('∪'),
         row(mo('{'), mn(f.select.recentStart + 1), mo('…'), mn(t), mo('}')),
-        mtext(`   sinks s = ${Math.min(s.sinks, s.budget)}, last B − s`));
+        mtext(`   s = ${Math.min(s.sinks, s.budget)}`));
     }
     const heavy = Math.max(0, s.budget - Math.min(s.recent, t));
     return math(mi('𝒦'), eq(), mi('TopK'), row(mo('('), mi('score'), mo(','), row(mi('B'), mo('−'), mi('r')), mo(')')),
@@ -169,10 +173,10 @@ export const FORMULAS = {
 };
 
 /** Replaces the content of every formula slot present in the page. */
-export function renderFormulas(figures, settings) {
+export function renderFormulas(figures, settings, tr) {
   for (const [id, build] of Object.entries(FORMULAS)) {
     const slot = document.getElementById(id);
     if (!slot) continue;
-    slot.replaceChildren(build(figures, settings));
+    slot.replaceChildren(build(figures, settings, tr));
   }
 }

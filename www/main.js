@@ -215,7 +215,7 @@ function render(figures, sections) {
   app.figures = figures;
   fitRanges(figures);
   writeFigures(figures);
-  renderFormulas(figures, app.good);
+  renderFormulas(figures, app.good, (key) => t(app.lang, key));
   drawSections(sections);
 }
 
@@ -228,7 +228,8 @@ function recordUrl(push) {
     else window.history.replaceState(null, '', url);
   }
   try {
-    window.localStorage.setItem('kvlab.query', q);
+    // An embedded section must not change the main page's remembered view.
+    if (!app.good.embed) window.localStorage.setItem('kvlab.query', q);
   } catch {
     // storage may be blocked; the URL still holds the state
   }
@@ -256,6 +257,7 @@ function flush() {
   }
   clearErrors();
   app.good = { ...app.settings };
+  if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
   const dataChanged = [...changed.keys()].some((k) => !(k in SECTIONS_OF));
   const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
   render(figures, sections);
@@ -268,6 +270,17 @@ function schedule(control, commit) {
   app.settings[key] = settingFromControl(control);
   app.pending.set(key, control);
   app.commit ||= commit;
+  if (key === 'tokens' || key === 'steps') {
+    // B and r cannot exceed T, nor w exceed S: follow the data as the sliders' ranges do.
+    const s = app.settings;
+    const T = Number.isFinite(s.tokens) ? s.tokens : app.good.tokens;
+    const S = Math.min(Number.isFinite(s.steps) ? s.steps : app.good.steps, T);
+    s.budget = Math.min(s.budget, T);
+    s.recent = Math.min(s.recent, T);
+    s.steps = S;
+    s.window = Math.min(s.window, S);
+    for (const k of ['budget', 'recent', 'window', 'steps']) app.pending.set(k, control);
+  }
   if (key === 'bits') $('#bits-value').textContent = control.value;
   for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;
   if (key === 'method') document.body.dataset.method = control.value;
@@ -372,14 +385,15 @@ async function onFiles(input) {
   }
   $('#upload-choice').hidden = $('#up-attention').options.length === 0;
   // Sensible defaults: attention is the first tensor whose name says so, K and V likewise.
-  const pick = (id, re) => {
+  const pick = (id, re, fallback) => {
     const sel = $(id);
-    const hit = [...sel.options].find((o) => re.test(o.value));
+    const hit = [...sel.options].find((o) => re.test(o.value.split('::').pop()));
     if (hit) sel.value = hit.value;
+    else if (fallback !== undefined) sel.value = fallback;
   };
   pick('#up-attention', /att/i);
   pick('#up-keys', /(^|[^a-z])k(ey|eys)?([^a-z]|$)/i);
-  pick('#up-values', /(^|[^a-z])v(alue|alues)?([^a-z]|$)/i);
+  pick('#up-values', /(^|[^a-z])v(alue|alues)?([^a-z]|$)/i, '');
 }
 
 function onUse(button) {

@@ -1,0 +1,80 @@
+// Each section answers its controls as the math says.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, open, urlWith, figure, figureText, setNumber, choose, canvasHash, settle } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+test('selection: B 64 -> 32 halves kept-count; r stays kept; R_token doubles', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 64, recent: 8 }));
+  assert.equal(await figure(page, 'kept-count'), 64);
+  const rt64 = await figure(page, 'r-token');
+  const bits = await figure(page, 'max-abs-error');
+  const attn = await canvasHash(page, 'attn');
+  await setNumber(page, 'Budget B', 32);
+  assert.equal(await figure(page, 'kept-count'), 32);
+  assert.equal(await figure(page, 'r-token'), rt64 * 2);
+  // the recent window [T-8, T) is in the kept ranges (T = 512)
+  assert.match(await figureText(page, 'kept-indices'), /504-511$/);
+  assert.notEqual(await canvasHash(page, 'attn'), attn, 'the attention heatmap marks the new set');
+  assert.equal(await figure(page, 'max-abs-error'), bits, 'B never changes the quantization');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('selection methods: SnapKV shows its window, StreamingLLM keeps the sinks', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 40, recent: 8 }));
+  assert.equal(await page.getByLabel('Observation window w', { exact: true }).isVisible(), false);
+  await choose(page, 'Method', 'snapkv');
+  assert.equal(await page.getByLabel('Observation window w', { exact: true }).isVisible(), true);
+  assert.equal(await figure(page, 'kept-count'), 40);
+  await choose(page, 'Method', 'streaming');
+  await setNumber(page, 'Sinks', 4);
+  assert.equal(await figure(page, 'kept-count'), 40);
+  assert.match(await figureText(page, 'kept-indices'), /^0-3,476-511$/);
+  assert.match(page.url(), /method=streaming/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('quantization: asymmetric on skewed data, groups, and a bad group size keeps the view', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ tokens: 64, skewed: 64, outliers: 0 }));
+  const sym = await figure(page, 'max-abs-error');
+  await choose(page, 'Scheme', 'asymmetric');
+  const asym = await figure(page, 'max-abs-error');
+  assert.ok(asym < sym, `on all-positive channels asymmetric beats symmetric: ${asym} < ${sym}`);
+  // R_quant with metadata falls when groups get smaller (more scales stored)
+  const r0 = await figure(page, 'r-quant');
+  await setNumber(page, 'Group size', 8);
+  const r8 = await figure(page, 'r-quant');
+  assert.ok(r8 < r0, `more groups, more metadata: ${r8} < ${r0}`);
+  // an invalid group size: message next to the control naming value and range; figures stay
+  await setNumber(page, 'Group size', 1000);
+  const msg = page.locator('#group').locator('xpath=..').locator('.error');
+  await msg.waitFor({ state: 'visible' });
+  assert.match(await msg.textContent(), /group size 1000 is out of range: must be in 1\.\.=64/);
+  assert.equal(await figure(page, 'r-quant'), r8, 'the last good view stays');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('budget: the model extrapolation follows the preset and the context', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  const gib8b = await figure(page, 'gib-fp');
+  // Llama-3-8B, 32k context, fp16: 2 x 32 x 8 x 128 x 2 B x 32768 = 4 GiB
+  assert.equal(gib8b, 4);
+  await choose(page, 'Model', 'llama-2-7b');
+  assert.equal(await figure(page, 'gib-fp'), 16, 'MHA Llama-2-7B holds 4x the KV of GQA Llama-3-8B');
+  await setNumber(page, 'Context length', 4096);
+  assert.equal(await figure(page, 'gib-fp'), 2);
+  const final = await figure(page, 'gib-final');
+  assert.ok(final < 2, `compressed ${final} GiB < 2 GiB`);
+  const bytesFinal = await figure(page, 'bytes-final');
+  const rOverall = await figure(page, 'r-overall');
+  assert.ok(Math.abs(rOverall - 131072 / bytesFinal) < 1e-9, 'R_overall = M_fp / M_final on the data');
+  assert.deepEqual(problems, []);
+  await page.close();
+});

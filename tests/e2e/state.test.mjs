@@ -1,0 +1,108 @@
+// URL state, history, language, embed mode and the last view surviving a reload.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, open, urlWith, figure, figureText, setNumber, choose, settle } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+const FIGURES = ['kept-count', 'r-token', 'r-quant', 'r-overall', 'max-abs-error', 'rmse', 'bytes-final'];
+
+async function allFigures(page) {
+  const out = {};
+  for (const f of FIGURES) out[f] = await figure(page, f);
+  out['kept-indices'] = await figureText(page, 'kept-indices');
+  return out;
+}
+
+test('a link reproduces the view exactly (controls, generator and seed)', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''));
+  await choose(page, 'Pattern', 'needle');
+  await setNumber(page, 'Seed', 7);
+  await setNumber(page, 'Bits', 3);
+  await choose(page, 'Method', 'snapkv');
+  await setNumber(page, 'Budget B', 50);
+  await setNumber(page, 'Observation window w', 8);
+  const before = await allFigures(page);
+  const link = page.url();
+  assert.match(link, /pattern=needle/);
+  assert.match(link, /seed=7/);
+  const second = await open(browser.context, link);
+  assert.deepEqual(await allFigures(second.page), before);
+  assert.deepEqual([...problems, ...second.problems], []);
+  await page.close();
+  await second.page.close();
+});
+
+test('back and forward walk through committed changes', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 100 }));
+  await setNumber(page, 'Budget B', 60);
+  await setNumber(page, 'Budget B', 30);
+  assert.equal(await figure(page, 'kept-count'), 30);
+  await page.goBack();
+  await settle(page);
+  assert.equal(await figure(page, 'kept-count'), 60);
+  assert.equal(await page.getByLabel('Budget B', { exact: true }).inputValue(), '60');
+  await page.goForward();
+  await settle(page);
+  assert.equal(await figure(page, 'kept-count'), 30);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('garbage in the URL is repaired with a message, and the page works', async () => {
+  const { page, problems } = await open(browser.context, urlWith('bits=banana&budget=-3&kernel=4&tokens=NaN&method=<script>'));
+  const warn = page.locator('#url-warnings');
+  await warn.waitFor({ state: 'visible' });
+  const text = await warn.textContent();
+  assert.match(text, /bits 'banana' is not a number/);
+  assert.match(text, /method '<script>' is not one of h2o, snapkv, streaming/);
+  assert.equal(await page.locator('#url-warnings script').count(), 0, 'user text is never HTML');
+  assert.equal(await figure(page, 'kept-count'), 1, 'budget -3 was clamped to 1');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('language switch: 中文 and back, remembered across reloads', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''));
+  assert.equal(await page.locator('#quant-title').textContent(), '2. Make each token cheaper: quantization');
+  await page.getByRole('button', { name: 'Switch language' }).click();
+  await settle(page);
+  assert.match(await page.locator('#quant-title').textContent(), /量化/);
+  assert.equal(await page.locator('html').getAttribute('lang'), 'zh-CN');
+  assert.match(page.url(), /lang=zh/);
+  await page.goto(urlWith(''));
+  await page.locator('body[data-state="ready"]').waitFor();
+  assert.match(await page.locator('#quant-title').textContent(), /量化/, 'remembered without the URL');
+  await page.getByRole('button', { name: '切换语言' }).click();
+  await settle(page);
+  assert.equal(await page.locator('html').getAttribute('lang'), 'en');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('the last view survives a reload; Reset returns to the defaults', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''));
+  await setNumber(page, 'Bits', 6);
+  await page.goto(urlWith(''));
+  await page.locator('body[data-state="ready"]').waitFor();
+  assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '6');
+  await page.getByRole('button', { name: 'Reset' }).click();
+  await settle(page);
+  assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '4');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+for (const section of ['quant', 'select', 'budget']) {
+  test(`embed=${section} shows that section alone`, async () => {
+    const { page, problems } = await open(browser.context, urlWith({ embed: section }));
+    for (const other of ['data', 'quant', 'select', 'budget', 'together']) {
+      assert.equal(await page.locator(`#${other}`).isVisible(), other === section, `#${other}`);
+    }
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+}

@@ -1,0 +1,93 @@
+// Uploading real data through the file input: shapes reported, charts updated; a corrupt file
+// shows its message and the data in use stays.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, open, urlWith, figure, canvasHash, settle, npy } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+const S = 16;
+const T = 40;
+const D = 8;
+
+function attention() {
+  // causal rows: row r sees tokens 0..=T-S+r; token 5 is a heavy hitter
+  const a = [];
+  for (let r = 0; r < S; r += 1) {
+    const visible = T - S + r + 1;
+    const row = new Array(T).fill(0);
+    for (let i = 0; i < visible; i += 1) row[i] = i === 5 ? 10 : 1;
+    const sum = row.reduce((x, y) => x + y, 0);
+    a.push(...row.map((v) => v / sum));
+  }
+  return a;
+}
+
+function keys() {
+  return Array.from({ length: T * D }, (_, i) => Math.sin(i * 0.37) * (1 + (i % D)));
+}
+
+test('upload .npy attention and keys: shapes shown, figures follow the data', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4 }));
+  const before = await canvasHash(page, 'attn');
+  await page.locator('details.upload summary').click();
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) },
+    { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([T, D], keys()) },
+  ]);
+  await page.locator('#file-list li', { hasText: 'attn.npy' }).waitFor();
+  const listed = await page.locator('#file-list').textContent();
+  assert.match(listed, /attn\.npy.*\[16, 40\]/s);
+  assert.match(listed, /k\.npy.*\[40, 8\]/s);
+  await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
+  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.npy::k.npy');
+  await page.getByRole('button', { name: 'Use these tensors' }).click();
+  await settle(page);
+  const desc = await page.locator('[data-figure="data-description"]').textContent();
+  assert.match(desc, /uploaded: attention \[16, 40\]/);
+  assert.equal(await figure(page, 'kept-count'), 20);
+  // the heavy hitter (token 5) is kept
+  const ranges = await page.locator('[data-figure="kept-indices"]').getAttribute('data-value');
+  const kept = ranges.split(',').flatMap((r) => {
+    const [a, b = a] = r.split('-').map(Number);
+    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  });
+  assert.ok(kept.includes(5), `heavy hitter 5 kept: ${ranges}`);
+  assert.notEqual(await canvasHash(page, 'attn'), before, 'the attention heatmap shows the upload');
+  assert.equal(await page.getByLabel('Budget B', { exact: true }).getAttribute('max'), String(T));
+
+  // A corrupt file: its message, and the data in use stays.
+  const keptCount = await figure(page, 'kept-count');
+  const rq = await figure(page, 'r-quant');
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name: 'broken.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()).subarray(0, 70) },
+  ]);
+  const err = page.locator('#file').locator('xpath=..').locator('.error');
+  await err.waitFor({ state: 'visible' });
+  assert.match(await err.textContent(), /broken\.npy/);
+  assert.equal(await figure(page, 'kept-count'), keptCount);
+  assert.equal(await figure(page, 'r-quant'), rq);
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
+
+  // Mismatched T between attention and keys is refused with both numbers named.
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name: 'k30.npy', mimeType: 'application/octet-stream', buffer: npy([30, D], keys().slice(0, 30 * D)) },
+  ]);
+  await page.locator('#file-list li', { hasText: 'k30.npy' }).waitFor();
+  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k30.npy::k30.npy');
+  await page.getByRole('button', { name: 'Use these tensors' }).click();
+  const useErr = page.locator('#up-use').locator('xpath=..').locator('.error');
+  await useErr.waitFor({ state: 'visible' });
+  assert.match(await useErr.textContent(), /40.*30|30.*40/);
+  assert.equal(await figure(page, 'kept-count'), keptCount, 'the data in use stays');
+
+  // Back to generated data.
+  await page.getByRole('button', { name: 'Back to generated data' }).click();
+  await settle(page);
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /generated/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});

@@ -1,0 +1,47 @@
+// Screenshots of the page in light, dark and narrow layouts (test artifacts to look at), and
+// the browser timing of control updates (printed, not asserted: benchmarks measure speed).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, open, urlWith, screenshot, setNumber, settle } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+for (const [name, opts] of [
+  ['light', { colorScheme: 'light', width: 1280 }],
+  ['dark', { colorScheme: 'dark', width: 1280 }],
+  ['narrow', { colorScheme: 'light', width: 390 }],
+]) {
+  test(`screenshot: ${name}`, async () => {
+    const page0 = await open(browser.context, urlWith({ seed: 1 }));
+    const { page, problems } = page0;
+    await page.emulateMedia({ colorScheme: opts.colorScheme });
+    await page.setViewportSize({ width: opts.width, height: 1000 });
+    await settle(page);
+    await settle(page);
+    // Nothing overflows the viewport sideways (a phone must not scroll horizontally).
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 1, `page is ${overflow}px wider than the viewport`);
+    await screenshot(page, `page-${name}`);
+    for (const section of ['budget', 'quant', 'select', 'together']) {
+      await page.locator(`#${section}`).screenshot({ path: `${process.env.KVLAB_ARTIFACTS || 'test-artifacts'}/section-${section}-${name}.png` });
+    }
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+}
+
+test('update timing per control (performance.measure kvlab:update)', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  for (const [label, values] of [['Bits', [3, 5, 7, 4]], ['Budget B', [100, 200, 50, 128]]]) {
+    await page.evaluate(() => performance.clearMeasures('kvlab:update'));
+    for (const v of values) await setNumber(page, label, v);
+    const ms = await page.evaluate(() => performance.getEntriesByName('kvlab:update').map((e) => e.duration));
+    assert.ok(ms.length >= values.length, `${label}: one measure per change (${ms.length})`);
+    console.log(`# timing ${label}: ${ms.map((m) => m.toFixed(1)).join(', ')} ms`);
+  }
+  assert.deepEqual(problems, []);
+  await page.close();
+});
