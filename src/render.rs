@@ -173,7 +173,12 @@ pub fn error_heatmap<DB: DrawingBackend>(
                 range: (0.0, f64::from(max_err)),
                 label: l.get("chart.errmap.bar"),
             }),
-            legend: l.states(),
+            legend: StateLabels {
+                sink: "",
+                heavy: "",
+                recent: "",
+                dropped: "",
+            },
         },
         style,
     )?;

@@ -27,6 +27,12 @@ const hat = (x) => {
 };
 const abs = (...c) => row(mo('|'), ...c, mo('|'));
 const eq = () => mo('=');
+/** Horizontal space: MathML trims spaces inside mtext. */
+const gap = (em = 1.5) => {
+  const s = el('mspace');
+  s.setAttribute('width', `${em}em`);
+  return s;
+};
 const name = (s) => el('mi', s); // multi-letter identifiers render upright
 
 /** A short number for formulas: 4 significant digits, plain integers as they are. */
@@ -61,7 +67,7 @@ export const FORMULAS = {
       sub('M', row(mi('KV'), mo(','), mi('final'))), eq(),
       sub('T', 'kept'), mo('×'), sub(mi('bytes'), mi('token')), mo('+'),
       sub('M', 'meta'), mo('+'), sub('M', 'index'),
-      eq(), mn(b.t_kept), mo('×'), mn(num(b.bytes_token_codes)), mtext(' B'), mo('+'),
+      eq(), mn(b.t_kept), mo('×'), mn(num(b.bytes_token_codes)), gap(0.2), mtext('B'), mo('+'),
       mtext(bytes(b.m_meta)), mo('+'), mtext(bytes(b.m_index)),
       eq(), mtext(bytes(b.m_final)),
     );
@@ -113,24 +119,24 @@ export const FORMULAS = {
       ? row(mo('−'), mn(f.quant.qmax), mo('…'), mn(f.quant.qmax))
       : row(mn(0), mo('…'), mn(f.quant.qmax));
     return math(sub('q', 'j'), eq(), mi('round'), row(mo('('), inner, mo(')')), mo('∈'), row(mo('['), range, mo(']')),
-      mtext(',      '), sub(hat('x'), mi('j')), eq(), sub(mi('scale'), mi('j')), mo('·'),
+      mo(','), gap(2), sub(hat('x'), mi('j')), eq(), sub(mi('scale'), mi('j')), mo('·'),
       s.scheme === 'symmetric' ? sub('q', 'j') : row(mo('('), sub('q', 'j'), mo('−'), sub(mi('zero_point'), mi('j')), mo(')')));
   },
   'f-bound-elem': (f, s, tr) => {
     const q = f.quant;
     return math(abs(sub('x', 'j'), mo('−'), sub(hat('x'), mi('j'))), mo('≤'), frac(mn(1), mn(2)), sub(mi('scale'), mi('j')),
-      mtext(`     ${tr('formula.measured')} `), mn(num(q.stats.max_abs)), mo(q.elementBoundHolds ? '≤' : '>'), mn(num(q.boundMax)));
+      gap(), mtext(tr('formula.measured')), gap(0.4), mn(num(q.stats.max_abs)), mo(q.elementBoundHolds ? '≤' : '>'), mn(num(q.boundMax)));
   },
   'f-bound-row': (f, s, tr) => math(
     sup(row(mo('‖'), mi('x'), mo('−'), hat('x'), mo('‖')), mn(2)), mo('≤'), frac(mn(1), mn(4)),
     row(mo('∑'), sup(sub(mi('scale'), mi('j')), mn(2))),
-    mtext(`  ${tr(f.quant.rowBoundHolds ? 'formula.row-holds' : 'formula.row-fails')}`),
+    gap(), mtext(tr(f.quant.rowBoundHolds ? 'formula.row-holds' : 'formula.row-fails')),
   ),
   'f-rquant': (f, s, tr) => {
     const st = f.quant.stats;
     return math(sub('R', 'quant'), mo('≈'), frac(sub('s', 'fp'), sub('s', 'q')), eq(),
       frac(mn(16), mn(f.quant.bits)), eq(), mn(num(st.compression_ratio_no_meta)),
-      mtext(`   ${tr('formula.with-scales')} `), frac(mtext(bytes(f.quant.fpBytes)), row(mtext(bytes(f.quant.codeBytes)), mo('+'), mtext(bytes(f.quant.metaBytes)))),
+      gap(2), mtext(tr('formula.with-scales')), gap(0.4), frac(mtext(bytes(f.quant.fpBytes)), row(mtext(bytes(f.quant.codeBytes)), mo('+'), mtext(bytes(f.quant.metaBytes)))),
       eq(), mn(num(st.compression_ratio)));
   },
   'f-score': (f, s, tr) => {
@@ -141,16 +147,16 @@ export const FORMULAS = {
     const sum = to ? el('munderover', mo('∑'), over, to) : el('munder', mo('∑'), over);
     const lhs = s.method === 'snapkv' ? subsup(mi('score'), mi('i'), mi('snap')) : sub(mi('score'), mi('i'));
     const note = s.method === 'snapkv'
-      ? mtext(`   (${tr('formula.last-w').replace('{w}', s.window).replace('{S}', f.data.steps)}${s.pool === 'none' ? '' : `, ${tr(`pool.${s.pool}`)}, k = ${s.kernel}`})`)
-      : mtext(`   (T_obs = ${f.data.steps})`);
-    return math(lhs, eq(), sum, sub(mi('a'), row(mi('t'), mo(','), mi('i'))), note);
+      ? mtext(`(${tr('formula.last-w').replace('{w}', s.window).replace('{S}', f.data.steps)}${s.pool === 'none' ? '' : `, ${tr(`pool.${s.pool}`)}, k = ${s.kernel}`})`)
+      : mtext(`(T_obs = ${f.data.steps})`);
+    return math(lhs, eq(), sum, sub(mi('a'), row(mi('t'), mo(','), mi('i'))), gap(), note);
   },
   'f-keep': (f, s, tr) => {
     const t = f.data.tokens;
     if (s.method === 'streaming') {
       return math(mi('𝒦'), eq(), row(mo('{'), mn(1), mo('…'), mn(Math.min(s.sinks, s.budget)), mo('}')), mo('∪'),
         row(mo('{'), mn(f.select.recentStart + 1), mo('…'), mn(t), mo('}')),
-        mtext(`   s = ${Math.min(s.sinks, s.budget)}`));
+        gap(), mtext(`s = ${Math.min(s.sinks, s.budget)}`));
     }
     const heavy = Math.max(0, s.budget - Math.min(s.recent, t));
     return math(mi('𝒦'), eq(), mi('TopK'), row(mo('('), mi('score'), mo(','), row(mi('B'), mo('−'), mi('r')), mo(')')),

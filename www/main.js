@@ -202,11 +202,13 @@ function drawSections(sections) {
       const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
       if (!canvas || canvas.offsetParent === null) continue; // hidden (embed mode)
       const ratio = sizeCanvas(canvas);
+      const t0 = performance.now();
       try {
         app.page.draw(name, canvas, app.labels, app.dark, ratio);
       } catch (e) {
         showError(null, e.message ?? String(e));
       }
+      performance.measure(`kvlab:draw:${name}`, { start: t0, end: performance.now() });
     }
   }
 }
@@ -215,7 +217,9 @@ function render(figures, sections) {
   app.figures = figures;
   fitRanges(figures);
   writeFigures(figures);
+  const t0 = performance.now();
   renderFormulas(figures, app.good, (key) => t(app.lang, key));
+  performance.measure('kvlab:formulas', { start: t0, end: performance.now() });
   drawSections(sections);
 }
 
@@ -243,6 +247,7 @@ function flush() {
   app.commit = false;
   performance.mark('kvlab:update:start');
   let figures;
+  const t0 = performance.now();
   try {
     figures = app.page.update(app.settings);
   } catch (e) {
@@ -255,6 +260,7 @@ function flush() {
     app.settings = { ...app.good };
     return;
   }
+  performance.measure('kvlab:compute', { start: t0, end: performance.now() });
   clearErrors();
   app.good = { ...app.settings };
   if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);

@@ -38,6 +38,8 @@ impl StateLabels<'_> {
             (TokenState::Dropped, self.dropped),
         ]
         .into_iter()
+        // An empty label leaves its entry out (e.g. an error heatmap has no token states).
+        .filter(|(_, text)| !text.is_empty())
         .map(|(s, text)| LegendItem {
             mark: Mark::Box(alpha(style.states.of(s), 1.0)),
             text,

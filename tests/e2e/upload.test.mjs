@@ -47,7 +47,7 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   await page.getByRole('button', { name: 'Use these tensors' }).click();
   await settle(page);
   const desc = await page.locator('[data-figure="data-description"]').textContent();
-  assert.match(desc, /uploaded: attention \[16, 40\]/);
+  assert.match(desc, /uploaded: attention \[S=16, T=40\]/);
   assert.equal(await figure(page, 'kept-count'), 20);
   // the heavy hitter (token 5) is kept
   const ranges = await page.locator('[data-figure="kept-indices"]').getAttribute('data-value');
