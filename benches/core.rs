@@ -8,10 +8,19 @@
 //! cargo bench --bench core -- --json              # one JSON object per line (for scripts)
 //! cargo bench --bench core -- --write-inputs DIR  # also write the inputs as .npy for numpy
 //! ```
+//!
+//! With `--write-inputs DIR` the harness also writes what the kernels computed, so that
+//! `benches/numpy_compare.py` can check its numpy implementations give the same answers:
+//! `W*_expected_hat.npy` (the de-quantized keys), `W*_expected_snapkv_scores.npy` (1 x T) and
+//! `W*_expected.json` (error statistics, kept indices of H2O and SnapKV, B and r).
+//!
+//! A third workload, W3 (the trade-off sweep: 32 budgets x 5 policies on W1's attention and
+//! values), is timed natively with `kvlab::policy::sweep`.
 
+use kvlab::policy::{sweep, Policy};
 use kvlab::quant::{error_stats, quantize, QuantConfig};
 use kvlab::select::{h2o, observation_scores, snapkv, Pooling};
-use kvlab::synth::{attention, keys, AttentionPreset, AttentionSpec, KvSpec};
+use kvlab::synth::{attention, keys, values, AttentionPreset, AttentionSpec, KvSpec};
 use kvlab::Matrix;
 use std::hint::black_box;
 use std::time::Instant;
@@ -113,6 +122,9 @@ fn main() {
                 }),
             ),
         ];
+        if let Some(dir) = &write_dir {
+            write_expected(dir, name, &a, &k, &cfg, budget, recent).expect("write expected");
+        }
         for (kernel, (p50, p95)) in rows {
             if json {
                 println!(
@@ -122,5 +134,102 @@ fn main() {
                 println!("{name:<4} {kernel:<34} {p50:>10.3} {p95:>10.3}");
             }
         }
+    }
+    sweep_w3(json);
+}
+
+/// Writes what the kernels computed on one workload (for the numpy side to check against).
+fn write_expected(
+    dir: &std::path::Path,
+    name: &str,
+    a: &Matrix,
+    k: &Matrix,
+    cfg: &QuantConfig,
+    budget: usize,
+    recent: usize,
+) -> std::io::Result<()> {
+    let q = quantize(k, cfg).expect("quantize");
+    write_npy(&dir.join(format!("{name}_expected_hat.npy")), &q.dequantize())?;
+    let st = error_stats(k, &q);
+    let sc = observation_scores(a, 32, Pooling::Avg { kernel: 7 }).expect("scores");
+    let sc_m = Matrix::new(1, sc.len(), sc.clone()).expect("1 x T");
+    write_npy(&dir.join(format!("{name}_expected_snapkv_scores.npy")), &sc_m)?;
+    let h = h2o(a, budget, recent).expect("h2o");
+    let s = snapkv(&sc, budget, recent).expect("snapkv");
+    let doc = serde_json::json!({
+        "budget": budget,
+        "recent": recent,
+        "stats": {
+            "max_abs": st.max_abs,
+            "mean_abs": st.mean_abs,
+            "rmse": st.rmse,
+            "snr_db": st.snr_db,
+            "expected_mse": st.expected_mse,
+            "worst_bound_use": st.worst_bound_use,
+            "compression_ratio": st.compression_ratio,
+        },
+        "h2o_kept": h.kept,
+        "snapkv_kept": s.kept,
+    });
+    std::fs::write(dir.join(format!("{name}_expected.json")), doc.to_string())
+}
+
+/// W3: the trade-off sweep, 32 budgets x 5 policies on W1 (64 x 4,096 attention, 4,096 x 128
+/// values), quality measured on the last half of the rows (observed rows = S/2).
+fn sweep_w3(json: bool) {
+    let (s, t, d) = (64usize, 4096usize, 128usize);
+    let a = attention(&AttentionSpec::preset(
+        AttentionPreset::HeavyHitters,
+        s,
+        t,
+        7,
+    ))
+    .expect("valid spec");
+    let v = values(&KvSpec {
+        tokens: t,
+        channels: d,
+        seed: 7,
+        ..KvSpec::default()
+    })
+    .expect("valid spec");
+    let policies = [
+        Policy::H2oSum,
+        Policy::H2oMean,
+        Policy::SnapKv {
+            window: 16,
+            pooling: Pooling::Avg { kernel: 7 },
+        },
+        Policy::StreamingLlm { sinks: 4 },
+        Policy::Tova,
+    ];
+    // 32 budgets spread geometrically over 16..=T.
+    let budgets: Vec<usize> = (0..32)
+        .map(|i| {
+            let f = i as f64 / 31.0;
+            ((16.0f64).ln() * (1.0 - f) + (t as f64).ln() * f).exp().round() as usize
+        })
+        .collect();
+    let recent = t / 32;
+    let (p50, p95) = time(10, || {
+        black_box(
+            sweep(
+                &policies,
+                black_box(&budgets),
+                &a,
+                Some(&v),
+                None,
+                recent,
+                s / 2,
+            )
+            .expect("sweep"),
+        );
+    });
+    let kernel = "sweep (32 budgets x 5 policies)";
+    if json {
+        println!(
+            "{{\"workload\":\"W3\",\"kernel\":\"{kernel}\",\"p50_ms\":{p50:.4},\"p95_ms\":{p95:.4}}}"
+        );
+    } else {
+        println!("{:<4} {kernel:<34} {p50:>10.3} {p95:>10.3}", "W3");
     }
 }

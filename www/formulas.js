@@ -179,8 +179,17 @@ export const FORMULAS = {
 };
 
 /** Replaces the content of every formula slot present in the page. */
-export function renderFormulas(figures, settings, tr) {
+/** The section each formula belongs to (only changed sections are rebuilt). */
+const SECTION = {
+  'f-budget': 'budget', 'f-bytes-fp': 'budget',
+  'f-scale': 'quant', 'f-zero': 'quant', 'f-q': 'quant', 'f-bound-elem': 'quant', 'f-bound-row': 'quant', 'f-rquant': 'quant',
+  'f-score': 'select', 'f-keep': 'select', 'f-rtoken': 'select',
+  'f-roverall': 'together',
+};
+
+export function renderFormulas(figures, settings, tr, sections = null) {
   for (const [id, build] of Object.entries(FORMULAS)) {
+    if (sections && !sections.has(SECTION[id])) continue;
     const slot = document.getElementById(id);
     if (!slot) continue;
     slot.replaceChildren(build(figures, settings, tr));

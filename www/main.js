@@ -41,6 +41,9 @@ const app = {
   commit: false,
   frame: 0,
   labels: null,
+  inputAt: null, // performance.now() of the first input event not yet painted
+  urlTimer: 0,
+  urlCommit: false,
 };
 
 const $ = (sel) => document.querySelector(sel);
@@ -67,9 +70,12 @@ function clearErrors() {
 
 /** Writes a figure: `data-value` holds the exact value, the text a readable one. */
 function figure(name, value, text) {
+  const v = String(value);
+  const shown = text ?? v;
   for (const out of document.querySelectorAll(`[data-figure="${name}"]`)) {
-    out.dataset.value = String(value);
-    out.textContent = text ?? String(value);
+    // Unchanged figures are left alone: every DOM write costs layout.
+    if (out.dataset.value !== v) out.dataset.value = v;
+    if (out.textContent !== shown) out.textContent = shown;
   }
 }
 
@@ -185,10 +191,33 @@ function writeLevers(tg) {
   figure('lever-verdict', verdict, verdict ? t(app.lang, `lever.verdict.${verdict}`) : '');
 }
 
+/** Canvas CSS sizes, kept by a ResizeObserver so drawing never forces a layout. */
+const canvasBoxes = new WeakMap();
+const resized = new Set();
+const observer = new ResizeObserver((entries) => {
+  for (const e of entries) {
+    const box = e.contentBoxSize?.[0];
+    canvasBoxes.set(e.target, {
+      width: box ? box.inlineSize : e.contentRect.width,
+      height: box ? box.blockSize : e.contentRect.height,
+    });
+    if (e.target.dataset.chart) resized.add(e.target.dataset.chart);
+  }
+  if (app.figures && resized.size) {
+    const names = [...resized];
+    resized.clear();
+    window.requestAnimationFrame(() => drawCharts(names));
+  }
+});
+
 /** Sizes a canvas to its CSS box in device pixels; returns the pixel ratio. */
 function sizeCanvas(canvas) {
   const ratio = window.devicePixelRatio || 1;
-  const box = canvas.getBoundingClientRect();
+  let box = canvasBoxes.get(canvas);
+  if (!box) {
+    box = canvas.getBoundingClientRect(); // first draw only
+    canvasBoxes.set(canvas, { width: box.width, height: box.height });
+  }
   const w = Math.max(1, Math.round(box.width * ratio));
   const h = Math.max(1, Math.round(box.height * ratio));
   if (canvas.width !== w) canvas.width = w;
@@ -197,10 +226,15 @@ function sizeCanvas(canvas) {
 }
 
 function drawSections(sections) {
-  for (const s of sections) {
-    for (const name of CHARTS[s] ?? []) {
+  drawCharts([...sections].flatMap((s) => CHARTS[s] ?? []));
+}
+
+function drawCharts(names) {
+  {
+    for (const name of names) {
       const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
-      if (!canvas || canvas.offsetParent === null) continue; // hidden (embed mode)
+      // In embed mode only one section is shown (checked without reading layout).
+      if (!canvas || (app.good?.embed && canvas.closest('section')?.id !== app.good.embed)) continue;
       const ratio = sizeCanvas(canvas);
       const t0 = performance.now();
       try {
@@ -215,10 +249,12 @@ function drawSections(sections) {
 
 function render(figures, sections) {
   app.figures = figures;
+  const tf = performance.now();
   fitRanges(figures);
   writeFigures(figures);
+  performance.measure('kvlab:figures', { start: tf, end: performance.now() });
   const t0 = performance.now();
-  renderFormulas(figures, app.good, (key) => t(app.lang, key));
+  renderFormulas(figures, app.good, (key) => t(app.lang, key), new Set([...sections, 'together']));
   performance.measure('kvlab:formulas', { start: t0, end: performance.now() });
   drawSections(sections);
 }
@@ -258,6 +294,7 @@ function flush() {
     clearErrors();
     showError(control, e.message ?? String(e));
     app.settings = { ...app.good };
+    app.inputAt = null;
     return;
   }
   performance.measure('kvlab:compute', { start: t0, end: performance.now() });
@@ -267,12 +304,28 @@ function flush() {
   const dataChanged = [...changed.keys()].some((k) => !(k in SECTIONS_OF));
   const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
   render(figures, sections);
-  recordUrl(commit);
   performance.measure('kvlab:update', 'kvlab:update:start');
+  // The URL and storage are not needed for the painted frame: record them after it.
+  app.urlCommit ||= commit;
+  if (!app.urlTimer) {
+    app.urlTimer = setTimeout(() => {
+      app.urlTimer = 0;
+      const push = app.urlCommit;
+      app.urlCommit = false;
+      recordUrl(push);
+    }, 0);
+  }
+  // Input event to painted frame: the next animation frame starts after this one is painted.
+  const inputAt = app.inputAt;
+  app.inputAt = null;
+  window.requestAnimationFrame(() => {
+    performance.measure('kvlab:frame', { start: inputAt, end: performance.now() });
+  });
 }
 
 function schedule(control, commit) {
   const key = control.dataset.key;
+  app.inputAt ??= performance.now();
   app.settings[key] = settingFromControl(control);
   app.pending.set(key, control);
   app.commit ||= commit;
@@ -487,14 +540,6 @@ function wire() {
     app.dark = e.matches;
     if (app.figures) drawSections(ALL);
   });
-  let resizeFrame = 0;
-  window.addEventListener('resize', () => {
-    if (resizeFrame) return;
-    resizeFrame = window.requestAnimationFrame(() => {
-      resizeFrame = 0;
-      if (app.figures) drawSections(ALL);
-    });
-  });
 }
 
 async function main() {
@@ -545,6 +590,7 @@ async function main() {
   app.good = { ...parsed.settings };
   writeControls(app.good);
   wire();
+  for (const c of document.querySelectorAll('canvas[data-chart]')) observer.observe(c);
   performance.mark('kvlab:update:start');
   render(app.page.figures(), ALL);
   performance.measure('kvlab:update', 'kvlab:update:start');
