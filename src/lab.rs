@@ -12,6 +12,7 @@ use crate::budget::{
     breakdown, gib, Breakdown, BudgetError, Compression, IndexKind, ModelConfig, QuantAccounting,
 };
 use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
+use crate::policy::{self, Policy, QualityReport, SelectionScope, SweepCurve};
 use crate::quant::{
     error_stats, group_errors, quantize, row_errors, ErrorStats, Granularity, GroupError,
     QuantConfig, QuantError, Quantized, RowError,
@@ -215,6 +216,32 @@ pub struct TogetherFigures {
     pub fewer_tokens: Lever,
 }
 
+/// One policy's row of the comparison table (issue: beyond the note).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRow {
+    /// Policy tag (`h2o-sum`, `h2o-mean`, `snapkv`, `streaming-llm`, `tova`, `random`, `oracle`).
+    pub policy: &'static str,
+    /// Kept set as compact ranges.
+    pub kept_ranges: String,
+    /// Quality on the evaluation rows, or the reason it could not be computed.
+    pub quality: Option<QualityReport>,
+    /// Why the policy could not run here (e.g. the oracle with no future rows).
+    pub error: Option<String>,
+}
+
+/// The policy comparison at the current B and r.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompareFigures {
+    /// Rows the policies see (`S - future`).
+    pub observed_rows: usize,
+    /// Rows the quality is measured on.
+    pub eval_rows: usize,
+    /// One row per policy.
+    pub rows: Vec<PolicyRow>,
+}
+
 /// Everything the page shows as numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -229,6 +256,8 @@ pub struct Figures {
     pub budget: BudgetFigures,
     /// Section 4.
     pub together: TogetherFigures,
+    /// Policies side by side.
+    pub compare: CompareFigures,
 }
 
 /// The data the sections work on.
@@ -378,6 +407,133 @@ impl SelectKey {
     }
 }
 
+/// The policy comparison and the trade-off sweep the charts draw.
+#[derive(Debug, Clone)]
+pub struct CompareView {
+    key: (SelectKey, QuantKey, usize),
+    /// Trade-off curves: one per policy, over budgets, mass retained vs `R_overall`.
+    pub curves: Vec<SweepCurve>,
+    /// The kept sets of each policy at the current B (for token strips).
+    pub selections: Vec<(Policy, Option<Selection>)>,
+    /// The figures.
+    pub figures: CompareFigures,
+}
+
+fn policies_of(s: &Settings, steps: usize) -> Vec<Policy> {
+    let window = s.window.min(steps.saturating_sub(s.future)).max(1);
+    vec![
+        Policy::H2oSum,
+        Policy::H2oMean,
+        Policy::SnapKv {
+            window,
+            pooling: match s.pool {
+                PoolKind::None => Pooling::None,
+                PoolKind::Avg => Pooling::Avg { kernel: s.kernel },
+                PoolKind::Max => Pooling::Max { kernel: s.kernel },
+            },
+        },
+        Policy::StreamingLlm {
+            sinks: s.sinks.min(s.budget),
+        },
+        Policy::Tova,
+        Policy::Random { seed: s.seed },
+        Policy::Oracle,
+    ]
+}
+
+/// Budgets of the trade-off sweep: 32 points from 1 to `T`, spaced evenly in `log B`.
+pub fn sweep_budgets(t: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = (0..32)
+        .map(|i| {
+            let f = i as f64 / 31.0;
+            ((t as f64).powf(f).round() as usize).clamp(1, t)
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareView, LabError> {
+    let a = &data.attention;
+    let observed = a.rows() - s.future.min(a.rows() - 1);
+    let policies = policies_of(s, a.rows());
+    let v = &data.values;
+    // V at the current bits, with the current quantization settings.
+    let v_hat = quantize(v, &quant.key.config)?.dequantize();
+    let budget = s.budget.min(a.cols());
+    let reports = policy::compare(
+        &policies,
+        a,
+        Some(v),
+        Some(&v_hat),
+        budget,
+        s.recent,
+        observed,
+    );
+    let mut rows = Vec::new();
+    let mut selections = Vec::new();
+    let mut eval_rows = a.rows() - observed;
+    for (p, r) in reports {
+        let sel = policy::select_with(&p, a, budget, s.recent, observed).ok();
+        let (quality, error) = match r {
+            Ok(q) => {
+                eval_rows = q.eval_rows;
+                (Some(q), None)
+            }
+            Err(e) => (None, Some(e.to_string())),
+        };
+        rows.push(PolicyRow {
+            policy: p.name(),
+            kept_ranges: sel
+                .as_ref()
+                .map_or_else(String::new, |x| compact_ranges(&x.kept)),
+            quality,
+            error,
+        });
+        selections.push((p, sel));
+    }
+    let mut curves = policy::sweep(
+        &policies,
+        &sweep_budgets(a.cols()),
+        a,
+        None,
+        None,
+        s.recent,
+        observed,
+    )
+    .map_err(|e| LabError::Range {
+        field: "future",
+        message: e.to_string(),
+    })?;
+    let model = ModelConfig {
+        name: "data".into(),
+        layers: 1,
+        n_kv_heads: 1,
+        n_heads: 1,
+        d_head: data.keys.cols() as u64,
+        fp_bytes: 2,
+        mla_latent: None,
+        sliding: None,
+    };
+    let template = compression(s, a.cols() as u64, budget as u64, s.bits);
+    policy::annotate_r_overall(&mut curves, &model, &template, SelectionScope::PerKvHead).map_err(
+        |e| LabError::Range {
+            field: "future",
+            message: e.to_string(),
+        },
+    )?;
+    Ok(CompareView {
+        key: (SelectKey::of(s), quant.key.clone(), s.future),
+        curves,
+        selections,
+        figures: CompareFigures {
+            observed_rows: observed,
+            eval_rows,
+            rows,
+        },
+    })
+}
+
 /// The page's model: data, settings and derived views.
 #[derive(Debug, Clone)]
 pub struct Lab {
@@ -385,6 +541,7 @@ pub struct Lab {
     settings: Settings,
     quant: QuantView,
     select: SelectView,
+    compare: CompareView,
     figures: Figures,
     files: Vec<LoadedFile>,
 }
@@ -789,18 +946,21 @@ impl Lab {
         let select = select_view(&data, &settings)?;
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
         let together = together(&data, &settings, &quant, &select, &budget)?;
+        let compare = compare_view(&data, &settings, &quant)?;
         let figures = Figures {
             data: data_figures(&data),
             quant: quant.figures.clone(),
             select: select.figures.clone(),
             budget,
             together,
+            compare: compare.figures.clone(),
         };
         Ok(Lab {
             data,
             settings,
             quant,
             select,
+            compare,
             figures,
             files: Vec::new(),
         })
@@ -836,12 +996,20 @@ impl Lab {
         let select = new_select.as_ref().unwrap_or(&self.select);
         let budget = budget_figures(data, s, select.selection.kept.len())?;
         let together = together(data, s, quant, select, &budget)?;
+        let compare_key = (SelectKey::of(s), quant.key.clone(), s.future);
+        let new_compare = if regenerate || compare_key != self.compare.key {
+            Some(compare_view(data, s, quant)?)
+        } else {
+            None
+        };
+        let compare = new_compare.as_ref().unwrap_or(&self.compare);
         let figures = Figures {
             data: data_figures(data),
             quant: quant.figures.clone(),
             select: select.figures.clone(),
             budget,
             together,
+            compare: compare.figures.clone(),
         };
         if let Some(d) = new_data {
             self.data = d;
@@ -851,6 +1019,9 @@ impl Lab {
         }
         if let Some(v) = new_select {
             self.select = v;
+        }
+        if let Some(c) = new_compare {
+            self.compare = c;
         }
         self.figures = figures;
         self.settings = s.clone();
@@ -880,6 +1051,11 @@ impl Lab {
     /// The selection view.
     pub fn select(&self) -> &SelectView {
         &self.select
+    }
+
+    /// The policy comparison and trade-off curves.
+    pub fn compare(&self) -> &CompareView {
+        &self.compare
     }
 
     /// Reads an uploaded file and keeps its tensors for [`Lab::use_uploaded`]; the data in use
@@ -979,6 +1155,7 @@ impl Lab {
         s.channels = data.keys.cols();
         s.budget = s.budget.min(s.tokens);
         s.window = s.window.min(s.steps);
+        s.future = s.future.min(s.steps - 1);
         s.channel = s.channel.filter(|&c| c < s.channels);
         s.group = if s.group > 0 && s.group <= s.tokens.min(s.channels) {
             s.group
@@ -1214,6 +1391,41 @@ mod tests {
         assert_eq!(f.budget.data.t_kept, 16);
         assert!(f.budget.extrapolated.m_final < f.budget.extrapolated.m_fp);
         assert_eq!(f.budget.model_name, "Llama-3-8B");
+    }
+
+    #[test]
+    fn compare_holds_every_policy_and_the_oracle_bounds_mass() {
+        let lab = Lab::new(Settings {
+            recent: 0,
+            ..small()
+        })
+        .unwrap();
+        let c = &lab.figures().compare;
+        assert_eq!(c.rows.len(), 7);
+        assert_eq!(c.observed_rows + c.eval_rows, 16);
+        let mass = |p: &str| {
+            c.rows
+                .iter()
+                .find(|r| r.policy == p)
+                .and_then(|r| r.quality)
+                .unwrap()
+                .mass_mean
+        };
+        for p in [
+            "h2o-sum",
+            "h2o-mean",
+            "snapkv",
+            "streaming-llm",
+            "tova",
+            "random",
+        ] {
+            assert!(mass("oracle") >= mass(p) - 1e-6, "oracle < {p}");
+        }
+        assert_eq!(lab.compare().curves.len(), 7);
+        assert!(lab.compare().curves[0]
+            .points
+            .iter()
+            .all(|p| p.r_overall.is_some()));
     }
 
     #[test]

@@ -7,8 +7,9 @@
 
 use crate::chart::{
     self, AttentionMarks, BudgetBarView, BudgetTerm, ChartError, ChartStyle, ColorbarView,
-    GroupErrorView, HeatmapFrameView, MassRetainedView, PixelRect, QuantHistogramView,
-    RowErrorView, ScoreBarsView, StateLabels, TokenState, TokenStripView,
+    GroupErrorView, HeatmapFrameView, MassRetainedView, PixelRect, PolicyStripsView,
+    QuantHistogramView, RowErrorView, ScoreBarsView, StateLabels, TokenState, TokenStripView,
+    TradeoffCurve, TradeoffView,
 };
 use crate::lab::Lab;
 use crate::state::Method;
@@ -332,6 +333,96 @@ pub fn mass_retained<DB: DrawingBackend>(
     )
 }
 
+/// Beyond the note: quality (mass retained on the evaluation rows) against `R_overall`, one
+/// curve per policy swept over B, with the current method and B ringed.
+pub fn tradeoff<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let cmp = lab.compare();
+    let points: Vec<Vec<(f64, f64)>> = cmp
+        .curves
+        .iter()
+        .map(|c| {
+            c.points
+                .iter()
+                .filter_map(|p| p.r_overall.map(|x| (x, p.quality.mass_mean)))
+                .collect()
+        })
+        .collect();
+    let names: Vec<String> = cmp
+        .curves
+        .iter()
+        .map(|c| format!("policy.{}", c.policy.name()))
+        .collect();
+    let curves: Vec<TradeoffCurve> = names
+        .iter()
+        .zip(&points)
+        .map(|(n, p)| TradeoffCurve {
+            label: l.get(n),
+            points: p,
+        })
+        .collect();
+    let current_policy = match lab.settings().method {
+        Method::H2o => "h2o-sum",
+        Method::Snapkv => "snapkv",
+        Method::Streaming => "streaming-llm",
+    };
+    let current = cmp
+        .figures
+        .rows
+        .iter()
+        .find(|r| r.policy == current_policy)
+        .and_then(|r| r.quality)
+        .map(|q| (lab.figures().budget.data.r_overall, q.mass_mean));
+    chart::tradeoff(
+        root,
+        &TradeoffView {
+            title: l.get("chart.tradeoff.title"),
+            x_label: l.get("chart.tradeoff.x"),
+            y_label: l.get("chart.tradeoff.y"),
+            curves: &curves,
+            current,
+            current_label: l.get("chart.tradeoff.current"),
+        },
+        style,
+    )
+}
+
+/// Beyond the note: every policy's kept set at the current B, one strip per policy.
+pub fn policy_strips<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let cmp = lab.compare();
+    let states: Vec<(String, Vec<TokenState>)> = cmp
+        .selections
+        .iter()
+        .filter_map(|(p, sel)| {
+            sel.as_ref()
+                .map(|s| (format!("policy.short.{}", p.name()), chart::token_states(s)))
+        })
+        .collect();
+    let rows: Vec<(&str, &[TokenState])> = states
+        .iter()
+        .map(|(n, s)| (l.get(n), s.as_slice()))
+        .collect();
+    chart::policy_strips(
+        root,
+        &PolicyStripsView {
+            title: l.get("chart.strips.title"),
+            x_label: l.get("chart.tokens"),
+            rows: &rows,
+            legend: l.states(),
+        },
+        style,
+    )
+}
+
 /// Bytes as text: `512 B`, `12.3 KiB`, `4.50 MiB`, `1.25 GiB`.
 pub fn bytes_text(b: u64) -> String {
     let v = b as f64;
@@ -483,9 +574,30 @@ mod tests {
                     mass_retained(r, &lab, &l, &style).unwrap();
                 }),
             ),
+            (
+                "chart.tradeoff.title",
+                svg_of(|r| {
+                    tradeoff(r, &lab, &l, &style).unwrap();
+                }),
+            ),
+            (
+                "chart.strips.title",
+                svg_of(|r| {
+                    policy_strips(r, &lab, &l, &style).unwrap();
+                }),
+            ),
         ] {
             // a missing label shows its key: visible, never a crash
             assert!(svg.contains(key), "{key} missing");
+            if key == "chart.strips.title" {
+                for p in [
+                    "policy.short.h2o-sum",
+                    "policy.short.tova",
+                    "policy.short.oracle",
+                ] {
+                    assert!(svg.contains(p), "{p} row missing");
+                }
+            }
         }
         let mut svg = String::new();
         {

@@ -113,6 +113,10 @@ pub struct Settings {
     pub kernel: usize,
     /// StreamingLLM sinks, `0..=1024` (and at most `B`).
     pub sinks: usize,
+    /// Steps held out as "the future" for the policy comparison: policies see the first
+    /// `S - future` rows, quality is measured on the last `future` (the oracle's upper bound);
+    /// `0` = every policy sees and is judged on all rows. `0..=4095`, below `S`.
+    pub future: usize,
     /// Model preset slug (see [`crate::budget::ModelConfig::presets`]) or `custom`.
     pub model: String,
     /// Custom model: layers `1..=1024`.
@@ -159,6 +163,7 @@ impl Default for Settings {
             pool: PoolKind::Max,
             kernel: 7,
             sinks: 4,
+            future: 16,
             model: "llama-3-8b".into(),
             layers: 32,
             kv_heads: 8,
@@ -501,6 +506,11 @@ impl Settings {
                         s.sinks = v;
                     }
                 }
+                "future" => {
+                    if let Some(v) = p.int("future", raw, 0usize, MAX_STEPS - 1) {
+                        s.future = v;
+                    }
+                }
                 "model" => {
                     let known = raw == "custom"
                         || crate::budget::ModelConfig::presets()
@@ -573,6 +583,17 @@ impl Settings {
             );
             s.steps = s.tokens;
         }
+        if s.future >= s.steps {
+            let limit = s.steps - 1;
+            p.warn(
+                "future",
+                format!(
+                    "future {} is out of range: must be below steps ({}); {limit} is used",
+                    s.future, s.steps
+                ),
+            );
+            s.future = limit;
+        }
         // Cross-field ranges of generated data: B and r at most T, w at most S.
         for (key, value, limit, what) in [
             ("budget", &mut s.budget, s.tokens, "tokens"),
@@ -635,6 +656,7 @@ impl Settings {
         pick!(pool, POOLS);
         num!(kernel);
         num!(sinks);
+        num!(future);
         if self.model != d.model {
             out.push(("model", self.model.clone()));
         }
@@ -693,6 +715,7 @@ mod tests {
             pool: PoolKind::Avg,
             kernel: 5,
             sinks: 0,
+            future: 7,
             model: "custom".into(),
             layers: 3,
             kv_heads: 2,

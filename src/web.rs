@@ -167,6 +167,12 @@ impl Page {
             "mass" => render::mass_retained(&root, lab, &labels, &style)
                 .map(|_| None)
                 .map_err(chart_error)?,
+            "tradeoff" => render::tradeoff(&root, lab, &labels, &style)
+                .map(|_| None)
+                .map_err(chart_error)?,
+            "strips" => render::policy_strips(&root, lab, &labels, &style)
+                .map(|_| None)
+                .map_err(chart_error)?,
             "budget-data" => render::budget_bar(&root, lab, &labels, &style, false)
                 .map(|_| None)
                 .map_err(chart_error)?,
@@ -178,7 +184,7 @@ impl Page {
             other => {
                 return Err(error(
                     "chart",
-                    &format!("unknown chart '{other}': one of hist, groups, rows, errmap, attn, scores, strip, mass, budget-data, budget-model"),
+                    &format!("unknown chart '{other}': one of hist, groups, rows, errmap, attn, scores, strip, mass, tradeoff, strips, budget-data, budget-model"),
                 ))
             }
         };

@@ -11,22 +11,23 @@ import { t, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 
 /** Which sections a settings key affects (data keys affect everything). */
+const Q = ['quant', 'budget', 'compare'];
+const SEL = ['select', 'budget', 'compare'];
 const SECTIONS_OF = {
-  bits: ['quant', 'budget'], scheme: ['quant', 'budget'], granularity: ['quant', 'budget'],
-  group: ['quant', 'budget'], tensor: ['quant'], channel: ['quant'], meta: ['quant', 'budget'],
-  method: ['select', 'budget'], budget: ['select', 'budget'], recent: ['select', 'budget'],
-  window: ['select', 'budget'], pool: ['select', 'budget'], kernel: ['select', 'budget'],
-  sinks: ['select', 'budget'], model: ['budget'], layers: ['budget'], kv_heads: ['budget'],
+  bits: Q, scheme: Q, granularity: Q, group: Q, tensor: ['quant'], channel: ['quant'], meta: Q,
+  method: SEL, budget: SEL, recent: SEL, window: SEL, pool: SEL, kernel: SEL, sinks: SEL,
+  future: ['compare'], model: ['budget'], layers: ['budget'], kv_heads: ['budget'],
   head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'],
 };
-const ALL = ['budget', 'quant', 'select'];
+const ALL = ['budget', 'quant', 'select', 'compare'];
 const CHARTS = {
   budget: ['budget-data', 'budget-model'],
   quant: ['hist', 'groups', 'rows', 'errmap'],
   select: ['attn', 'scores', 'strip', 'mass'],
+  compare: ['strips', 'tradeoff'],
 };
 const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'skewed', 'bits', 'group',
-  'budget', 'recent', 'window', 'kernel', 'sinks', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
+  'budget', 'recent', 'window', 'kernel', 'sinks', 'future', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
   'context', 'batch']);
 
 const app = {
@@ -115,6 +116,7 @@ function fitRanges(f) {
   $('#budget-b').max = String(T);
   $('#recent').max = String(T);
   $('#window').max = String(f.data.steps);
+  $('#future').max = String(Math.max(0, f.data.steps - 1));
   const ch = $('#channel');
   if (ch.options.length !== f.data.channels + 1) {
     const keep = ch.value;
@@ -160,6 +162,41 @@ function writeFigures(f) {
   figure('data-description', f.data.description, f.data.description);
 
   writeLevers(f.together);
+  writeCompare(f.compare);
+}
+
+/** The policy table: text only (no HTML), one row per policy. */
+function writeCompare(c) {
+  figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
+    t(app.lang, 'compare.rows').replace('{o}', c.observedRows).replace('{e}', c.evalRows));
+  const body = $('#compare-rows');
+  const rows = c.rows.map((r) => {
+    const tr = document.createElement('tr');
+    tr.dataset.policy = r.policy;
+    const th = document.createElement('th');
+    th.scope = 'row';
+    th.textContent = t(app.lang, `policy.${r.policy}`);
+    tr.append(th);
+    const q = r.quality;
+    const cells = q
+      ? [String(q.kept), fmt.pct(q.mass_mean), fmt.pct(q.mass_worst),
+        q.output_error_mean === null ? '—' : fmt.pct(q.output_error_mean),
+        q.output_error_worst === null ? '—' : fmt.pct(q.output_error_worst), fmt.ratio(q.r_token)]
+      : [r.error ?? '', '', '', '', '', ''];
+    const values = q
+      ? [q.kept, q.mass_mean, q.mass_worst, q.output_error_mean, q.output_error_worst, q.r_token]
+      : ['', '', '', '', '', ''];
+    cells.forEach((text, i) => {
+      const td = document.createElement('td');
+      td.textContent = text;
+      td.dataset.value = String(values[i]);
+      td.dataset.col = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'][i];
+      if (!q && i === 0) td.colSpan = 6;
+      if (q || i === 0) tr.append(td);
+    });
+    return tr;
+  });
+  body.replaceChildren(...rows);
 }
 
 function writeLevers(tg) {
@@ -234,7 +271,9 @@ function drawCharts(names) {
     for (const name of names) {
       const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
       // In embed mode only one section is shown (checked without reading layout).
-      if (!canvas || (app.good?.embed && canvas.closest('section')?.id !== app.good.embed)) continue;
+      if (!canvas) continue;
+      const shownIn = { quant: ['quant'], select: ['select', 'compare'], budget: ['budget'] };
+      if (app.good?.embed && !shownIn[app.good.embed].includes(canvas.closest('section')?.id)) continue;
       const ratio = sizeCanvas(canvas);
       const t0 = performance.now();
       try {

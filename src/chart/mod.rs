@@ -34,6 +34,7 @@
 
 mod budget_chart;
 mod colormap;
+mod compare_charts;
 mod downsample;
 mod heatmap;
 mod layout;
@@ -43,6 +44,7 @@ mod style;
 
 pub use budget_chart::{budget_bar, BudgetBarView, BudgetTerm};
 pub use colormap::Colormap;
+pub use compare_charts::{policy_strips, tradeoff, PolicyStripsView, TradeoffCurve, TradeoffView};
 pub use downsample::{pixel_buckets, token_states, TokenState};
 pub use heatmap::{
     attention_heatmap_rgba, draw_heatmap_frame, error_heatmap_rgba, heatmap_rgba, pool_max,

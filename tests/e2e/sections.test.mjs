@@ -2,7 +2,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, open, urlWith, figure, figureText, setNumber, choose, canvasHash, settle } from './helpers.mjs';
+import { launch, open, urlWith, figure, figureText, setNumber, choose, canvasHash, settle, inkShare } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -75,6 +75,27 @@ test('budget: the model extrapolation follows the preset and the context', async
   const bytesFinal = await figure(page, 'bytes-final');
   const rOverall = await figure(page, 'r-overall');
   assert.ok(Math.abs(rOverall - 131072 / bytesFinal) < 1e-9, 'R_overall = M_fp / M_final on the data');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('policy comparison: every policy in the table; the oracle bounds the mass on future steps', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 64, recent: 0, future: 16 }));
+  const rows = page.locator('#compare-rows tr');
+  assert.equal(await rows.count(), 7);
+  const mass = async (policy) => Number(await page.locator(`#compare-rows tr[data-policy="${policy}"] td[data-col="mass-mean"]`).getAttribute('data-value'));
+  const oracle = await mass('oracle');
+  for (const p of ['h2o-sum', 'h2o-mean', 'snapkv', 'streaming-llm', 'tova', 'random']) {
+    assert.ok(oracle >= (await mass(p)) - 1e-9, `oracle ${oracle} >= ${p}`);
+  }
+  // Halving B lowers H2O's retained mass (monotone in B).
+  const h2o64 = await mass('h2o-sum');
+  await setNumber(page, 'Budget B', 32);
+  assert.ok((await mass('h2o-sum')) <= h2o64);
+  // With no future steps held out the oracle cannot run and says why.
+  await setNumber(page, 'Future steps held out', 0);
+  assert.match(await page.locator('#compare-rows tr[data-policy="oracle"]').textContent(), /future|rows/i);
+  assert.ok(await inkShare(page, 'tradeoff') > 0.01, 'the trade-off chart is drawn');
   assert.deepEqual(problems, []);
   await page.close();
 });

@@ -10,6 +10,7 @@
 //! Everything the steps need that a fresh machine lacks (the wasm32 target, node packages,
 //! Chromium) is installed by the step that needs it, and said so on the terminal.
 
+mod fuzz;
 mod pipeline;
 mod serve;
 mod site;
@@ -31,6 +32,7 @@ commands:
   serve [--port N]  dist, then serve dist/ on http://127.0.0.1:N/ (default port 8000)
   test              fmt check, clippy, native tests, wasm build + dist, browser tests;
                     ends with one line `N passed, M failed`
+  fuzz [--seconds N] [TARGET...]  bounded cargo-fuzz run of each target (default 30 s; nightly)
   help              this text";
 
 fn main() -> ExitCode {
@@ -77,6 +79,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
             no_args(cmd, rest)?;
             pipeline::test(&ws)
         }
+        "fuzz" => fuzz::run(&ws, rest),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)

@@ -1,0 +1,472 @@
+// Page benchmark: drives the kvlab page in headless Chromium on the performance issue's
+// workloads and prints p50/p95 timings. It serves nothing itself: point KVLAB_URL at a served
+// dist/ (see benches/README.md).
+//
+//   cargo xtask dist
+//   python3 -m http.server 8123 --bind 127.0.0.1 --directory dist &
+//   KVLAB_URL=http://127.0.0.1:8123/ node benches/page.mjs [--n 30] [--workloads W1,W2]
+//                                                         [--cold 5] [--json out.json]
+//
+// (or `cargo xtask serve` and KVLAB_URL=http://127.0.0.1:8000/). KVLAB_CHROMIUM picks the
+// browser (default /usr/bin/chromium). KVLAB_DIST (default ./dist) is where the size report
+// reads the files from: it must be the folder being served.
+//
+// What it reports, per workload (W1 = 64 x 4,096, W2 = 64 x 32,768, d = 128):
+// * cold load, each in a fresh browser context (empty caches): navigation start to
+//   body[data-state="ready"], to the frame after it painted (ready + two animation frames), and
+//   the browser's first-contentful-paint;
+// * for N changes of each control (bits slider up/down, Budget B, Recent window r, Method,
+//   Scheme), dispatched in the page as a person's input + change events at t0 = performance.now():
+//   (a) the page's own `kvlab:update` measure, (b) per section: `kvlab:compute` plus the
+//   `kvlab:draw:<chart>` of that section's charts, and every chart and `kvlab:formulas` on its
+//   own, (c) input to frame painted: t0 to the second requestAnimationFrame callback (the second
+//   runs once the frame holding the update has been painted; this includes waiting for the
+//   frame boundary, so a no-op event is measured the same way and shown as the method's floor),
+//   and input to the end of the updated frame's rendering (t0 to a task posted from the first
+//   requestAnimationFrame callback after the page's own, i.e. after that frame's style, layout
+//   and paint);
+// * sizes of the served files (raw and gzip per file, as a static server sends them);
+// * memory after load and after the interactions: V8 heap (CDP Performance.getMetrics and
+//   performance.memory), the wasm linear memory, and the renderer process's RSS, peak RSS
+//   (VmHWM) and PSS from /proc (pid from CDP SystemInfo.getProcessInfo).
+// * W3 (the trade-off sweep) when the page has one (a `canvas[data-chart*="sweep"]` or
+//   `[data-chart*="tradeoff"]`); skipped otherwise.
+//
+// Changes are coalesced by the page to animation frames, exactly as a person's would be.
+
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.KVLAB_URL;
+const EXECUTABLE = process.env.KVLAB_CHROMIUM || '/usr/bin/chromium';
+const DIST = path.resolve(process.env.KVLAB_DIST || 'dist');
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--enable-precise-memory-info',
+];
+
+const WORKLOADS = {
+  W1: { tokens: 4096, steps: 64, channels: 128, budget: 512, recent: 64, target: 16 },
+  W2: { tokens: 32768, steps: 64, channels: 128, budget: 4096, recent: 256, target: 50 },
+};
+const SECTIONS = {
+  budget: ['budget-data', 'budget-model'],
+  quant: ['hist', 'groups', 'rows', 'errmap'],
+  select: ['attn', 'scores', 'strip', 'mass'],
+};
+const COLD_TARGET_MS = 300;
+const WASM_GZ_TARGET = 250 * 1024;
+const PAGE_GZ_TARGET = 400 * 1024;
+const MEMORY_TARGET = 400 * 1024 * 1024;
+
+function parseArgs(argv) {
+  const o = { n: 30, workloads: ['W1', 'W2'], cold: 5, warmup: 3, json: null };
+  for (let i = 0; i < argv.length; i += 1) {
+    const a = argv[i];
+    const next = () => {
+      i += 1;
+      if (i >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[i];
+    };
+    if (a === '--n') o.n = Number(next());
+    else if (a === '--workloads') o.workloads = next().split(',');
+    else if (a === '--cold') o.cold = Number(next());
+    else if (a === '--warmup') o.warmup = Number(next());
+    else if (a === '--json') o.json = next();
+    else if (a === '-h' || a === '--help') {
+      console.log('usage: KVLAB_URL=http://127.0.0.1:8123/ node benches/page.mjs [--n 30] '
+        + '[--workloads W1,W2] [--cold 5] [--warmup 3] [--json FILE]');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a}`);
+  }
+  for (const w of o.workloads) if (!WORKLOADS[w]) throw new Error(`unknown workload ${w}`);
+  if (!(o.n >= 1)) throw new Error('--n must be at least 1');
+  return o;
+}
+
+function urlFor(w) {
+  const url = new URL(BASE);
+  const { tokens, steps, channels, budget, recent } = WORKLOADS[w];
+  url.search = new URLSearchParams({ tokens, steps, channels, budget, recent }).toString();
+  return url.href;
+}
+
+const quantile = (xs, q) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.round((s.length - 1) * q)];
+};
+const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+const mib = (b) => `${(b / 1048576).toFixed(1)} MiB`;
+const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
+
+/** A row "name  p50  p95  n" of a list of ms figures. */
+function row(name, xs, extra = '') {
+  return `  ${name.padEnd(34)} ${fmt(quantile(xs, 0.5)).padStart(8)} ${fmt(quantile(xs, 0.95)).padStart(8)} ${String(xs.length).padStart(5)}${extra}`;
+}
+
+// ------------------------------------------------------------------------------------------
+// In-page code (serialised by page.evaluate)
+
+/** Installed before the page's scripts: records when the page says it is ready, and painted. */
+function readyProbe() {
+  window.__kvlabBench = {};
+  const mark = () => {
+    if (window.__kvlabBench.ready !== undefined) return;
+    if (document.body?.dataset.state === 'ready' || document.body?.dataset.state === 'failed') {
+      window.__kvlabBench.state = document.body.dataset.state;
+      window.__kvlabBench.ready = performance.now();
+      requestAnimationFrame(() => requestAnimationFrame(() => {
+        window.__kvlabBench.painted = performance.now();
+      }));
+    }
+  };
+  new MutationObserver(mark).observe(document, { attributes: true, subtree: true, attributeFilter: ['data-state'] });
+}
+
+/** One person-like change of a control, timed in the page. */
+async function interact({ selector, value, events }) {
+  const el = selector ? document.querySelector(selector) : document.createElement('input');
+  performance.clearMeasures();
+  const t0 = performance.now();
+  let rendered = 0;
+  const done = new Promise((resolve) => {
+    // Registered after the page's own frame callback (scheduled synchronously by the events).
+    requestAnimationFrame(() => {
+      const ch = new MessageChannel();
+      ch.port1.onmessage = () => { rendered = performance.now(); };
+      ch.port2.postMessage(0); // runs after this frame's rendering steps
+      requestAnimationFrame(() => resolve(performance.now()));
+    });
+  });
+  if (selector) el.value = String(value);
+  for (const type of events) el.dispatchEvent(new Event(type, { bubbles: true }));
+  const painted = await done;
+  // The post-frame task may run after the second frame callback when the frame is slow.
+  if (!rendered) await new Promise((r) => setTimeout(r, 0));
+  const measures = performance.getEntriesByType('measure')
+    .filter((m) => m.name.startsWith('kvlab:') && m.startTime >= t0 - 0.01)
+    .map((m) => [m.name, m.duration]);
+  const error = [...document.querySelectorAll('.control .error')].find((e) => !e.hidden)?.textContent ?? null;
+  return { painted: painted - t0, rendered: (rendered || painted) - t0, measures, error };
+}
+
+// ------------------------------------------------------------------------------------------
+// Sizes
+
+function sizes() {
+  const out = { files: [], wasmRaw: 0, wasmGz: 0, pageRaw: 0, pageGz: 0 };
+  const walk = (dir) => {
+    for (const name of readdirSync(dir)) {
+      const p = path.join(dir, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (/\.(html|js|mjs|wasm|css)$/.test(name)) {
+        const bytes = readFileSync(p);
+        const gz = gzipSync(bytes).length; // zlib default level, as a static server sends it
+        out.files.push({ file: path.relative(DIST, p), raw: bytes.length, gz });
+        if (name.endsWith('.wasm')) {
+          out.wasmRaw += bytes.length;
+          out.wasmGz += gz;
+        }
+        out.pageRaw += bytes.length;
+        out.pageGz += gz;
+      }
+    }
+  };
+  walk(DIST);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// Memory
+
+function procStatus(pid) {
+  const kb = (text, key) => Number((text.match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm')) || [])[1] || NaN) * 1024;
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    let pss = NaN;
+    try {
+      pss = kb(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'), 'Pss');
+    } catch {
+      // no smaps_rollup
+    }
+    return { rss: kb(status, 'VmRSS'), hwm: kb(status, 'VmHWM'), pss };
+  } catch {
+    return null;
+  }
+}
+
+async function processes(browser) {
+  try {
+    const cdp = await browser.newBrowserCDPSession();
+    const { processInfo } = await cdp.send('SystemInfo.getProcessInfo');
+    await cdp.detach();
+    return processInfo.map((p) => ({ type: p.type, pid: p.id, ...procStatus(p.id) }));
+  } catch (e) {
+    return [{ type: 'error', error: String(e) }];
+  }
+}
+
+async function memory(browser, page, cdp) {
+  const { metrics } = await cdp.send('Performance.getMetrics');
+  const m = Object.fromEntries(metrics.map((x) => [x.name, x.value]));
+  const inPage = await page.evaluate(async () => {
+    const out = {};
+    if (performance.memory) {
+      out.usedJSHeapSize = performance.memory.usedJSHeapSize;
+      out.totalJSHeapSize = performance.memory.totalJSHeapSize;
+    }
+    try {
+      // The glue returns the existing instance's exports when already initialised.
+      const mod = await import(new URL('pkg/kvlab.js', document.baseURI).href);
+      const exports = await mod.default();
+      out.wasmMemory = exports.memory.buffer.byteLength;
+    } catch (e) {
+      out.wasmMemoryError = String(e);
+    }
+    return out;
+  });
+  const procs = await processes(browser);
+  const renderers = procs.filter((p) => p.type === 'renderer').sort((a, b) => (b.rss || 0) - (a.rss || 0));
+  return {
+    jsHeapUsed: m.JSHeapUsedSize,
+    jsHeapTotal: m.JSHeapTotalSize,
+    ...inPage,
+    renderer: renderers[0] ?? null,
+    processes: procs,
+  };
+}
+
+// ------------------------------------------------------------------------------------------
+// Workload runs
+
+async function coldLoads(browser, w, times) {
+  const out = [];
+  for (let i = 0; i < times; i += 1) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const page = await context.newPage();
+    await page.addInitScript(readyProbe);
+    const problems = [];
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
+    await page.goto(urlFor(w));
+    await page.waitForFunction(() => window.__kvlabBench?.painted !== undefined, null, { timeout: 60_000 });
+    const r = await page.evaluate(() => {
+      const nav = performance.getEntriesByType('navigation')[0];
+      const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+      const wasm = performance.getEntriesByType('resource').find((e) => e.name.endsWith('.wasm'));
+      const update = performance.getEntriesByName('kvlab:update')[0];
+      return {
+        state: window.__kvlabBench.state,
+        ready: window.__kvlabBench.ready,
+        painted: window.__kvlabBench.painted,
+        fcp: fcp ? fcp.startTime : NaN,
+        domContentLoaded: nav ? nav.domContentLoadedEventEnd : NaN,
+        wasmFetched: wasm ? wasm.responseEnd : NaN,
+        firstRender: update ? update.duration : NaN,
+      };
+    });
+    out.push({ ...r, problems });
+    await context.close();
+  }
+  return out;
+}
+
+/** The controls and the values a person would step them through (i = 0..). */
+function plan(w, n, warmup) {
+  const { tokens, budget, recent } = WORKLOADS[w];
+  const tri = (i, period) => { const p = i % period; return p <= period / 2 ? p / (period / 2) : (period - p) / (period / 2); };
+  const bitsSeq = (i) => 4 + Math.round(4 * tri(i + 0, 8)) - 2; // 2..6 up and down by 1
+  const around = (base, i, max) => Math.max(1, Math.min(max, Math.round(base * (0.5 + tri(i, 16)))));
+  const methods = ['snapkv', 'streaming', 'h2o'];
+  const schemes = ['asymmetric', 'symmetric'];
+  const sliderEvents = ['input', 'change']; // a key press on a slider fires both
+  const selectEvents = ['input', 'change']; // choosing an option fires both
+  const controls = [
+    { name: 'bits', selector: '#bits', events: sliderEvents, value: (i) => bitsSeq(i) },
+    { name: 'budget B', selector: '#budget-b', events: sliderEvents, value: (i) => around(budget, i + 1, tokens) },
+    { name: 'recent r', selector: '#recent', events: sliderEvents, value: (i) => around(recent, i + 1, tokens) },
+    { name: 'method', selector: '#method', events: selectEvents, value: (i) => methods[i % 3] },
+    { name: 'scheme', selector: '#scheme', events: selectEvents, value: (i) => schemes[i % 2] },
+  ];
+  const steps = [];
+  for (const c of controls) {
+    for (let i = 0; i < warmup + n; i += 1) {
+      steps.push({ control: c.name, selector: c.selector, value: c.value(i), events: c.events, warm: i < warmup });
+    }
+  }
+  return steps;
+}
+
+async function interactions(page, w, n, warmup) {
+  const records = [];
+  // The method's floor: a no-op input event, timed the same way.
+  const floor = [];
+  for (let i = 0; i < warmup + n; i += 1) {
+    const r = await page.evaluate(interact, { selector: null, value: null, events: ['input'] });
+    if (i >= warmup) floor.push(r);
+  }
+  for (const step of plan(w, n, warmup)) {
+    const r = await page.evaluate(interact, { selector: step.selector, value: step.value, events: step.events });
+    if (!step.warm) records.push({ control: step.control, value: step.value, ...r });
+    // Let the browser idle a moment between changes, as between a person's key presses.
+    await page.waitForTimeout(20);
+  }
+  return { records, floor };
+}
+
+function summarise(records) {
+  const by = (name) => records.flatMap((r) => r.measures.filter(([m]) => m === name).map(([, d]) => d));
+  const update = records.map((r) => r.measures.filter(([m]) => m === 'kvlab:update').reduce((a, [, d]) => a + d, 0));
+  const sections = {};
+  for (const [section, charts] of Object.entries(SECTIONS)) {
+    const xs = [];
+    for (const r of records) {
+      const draws = r.measures.filter(([m]) => charts.some((c) => m === `kvlab:draw:${c}`));
+      if (!draws.length) continue;
+      const compute = r.measures.filter(([m]) => m === 'kvlab:compute').reduce((a, [, d]) => a + d, 0);
+      xs.push(compute + draws.reduce((a, [, d]) => a + d, 0));
+    }
+    sections[section] = xs;
+  }
+  const charts = {};
+  for (const c of Object.values(SECTIONS).flat()) charts[c] = by(`kvlab:draw:${c}`);
+  return {
+    update,
+    compute: by('kvlab:compute'),
+    formulas: by('kvlab:formulas'),
+    figures: by('kvlab:figures'),
+    frame: by('kvlab:frame'),
+    sections,
+    charts,
+    painted: records.map((r) => r.painted),
+    rendered: records.map((r) => r.rendered),
+  };
+}
+
+async function runWorkload(browser, w, opts) {
+  const result = { workload: w, url: urlFor(w) };
+  console.log(`\n== ${w}: ${result.url}`);
+  result.cold = await coldLoads(browser, w, opts.cold);
+
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+  page.on('response', (r) => { if (r.status() >= 400 && !r.url().endsWith('favicon.ico')) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
+  await page.goto(result.url);
+  await page.locator('body[data-state="ready"]').waitFor({ timeout: 60_000 });
+  await page.evaluate(() => new Promise((d) => requestAnimationFrame(() => requestAnimationFrame(d))));
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('Performance.enable');
+  result.memoryLoaded = await memory(browser, page, cdp);
+  result.settingsBefore = await page.evaluate(() => ({
+    tokens: document.querySelector('#tokens').value,
+    budget: document.querySelector('#budget-b').value,
+    recent: document.querySelector('#recent').value,
+  }));
+  const { records, floor } = await interactions(page, w, opts.n, opts.warmup);
+  result.records = records;
+  result.floor = floor.map((r) => ({ painted: r.painted, rendered: r.rendered }));
+  result.memoryAfter = await memory(browser, page, cdp);
+  result.sweep = await page.evaluate(() => !!document.querySelector('canvas[data-chart*="sweep"], canvas[data-chart*="tradeoff"]'));
+  result.controlErrors = [...new Set(records.filter((r) => r.error).map((r) => `${r.control}=${r.value}: ${r.error}`))];
+  result.problems = problems;
+  await context.close();
+  return result;
+}
+
+// ------------------------------------------------------------------------------------------
+// Report
+
+function report(results, size) {
+  const lines = [];
+  const out = (s = '') => lines.push(s);
+  for (const r of results) {
+    const { target } = WORKLOADS[r.workload];
+    const s = summarise(r.records);
+    out(`\n## ${r.workload}  (${r.url.split('?')[1]})`);
+    out(`  ${'ms'.padEnd(34)} ${'p50'.padStart(8)} ${'p95'.padStart(8)} ${'n'.padStart(5)}`);
+    const pass = (xs, lim) => (quantile(xs, 0.95) <= lim ? `   pass (<= ${lim})` : `   MISS (> ${lim})`);
+    out(row('(c) input -> frame painted (2 rAF)', s.painted, pass(s.painted, target)));
+    out(row('    input -> frame rendered', s.rendered, pass(s.rendered, target)));
+    out(row('    floor: no-op input, 2 rAF', r.floor.map((f) => f.painted)));
+    out(row('    floor: no-op input, rendered', r.floor.map((f) => f.rendered)));
+    out(row('(a) kvlab:update', s.update));
+    out(row('    kvlab:compute (wasm update)', s.compute));
+    out(row('    kvlab:figures (DOM figures)', s.figures));
+    out(row('    kvlab:formulas', s.formulas));
+    out(row("    kvlab:frame (page's own measure)", s.frame));
+    for (const [sec, xs] of Object.entries(s.sections)) out(row(`(b) section ${sec} (compute + draws)`, xs));
+    for (const [c, xs] of Object.entries(s.charts)) out(row(`    draw ${c}`, xs));
+    out('  per control:                        update p50/p95   painted p50/p95   rendered p50/p95');
+    for (const control of [...new Set(r.records.map((x) => x.control))]) {
+      const recs = r.records.filter((x) => x.control === control);
+      const ss = summarise(recs);
+      const pp = (xs) => `${fmt(quantile(xs, 0.5)).padStart(7)} ${fmt(quantile(xs, 0.95)).padStart(7)}`;
+      out(`    ${control.padEnd(32)} ${pp(ss.update)}   ${pp(ss.painted)}   ${pp(ss.rendered)}`);
+    }
+    const cold = r.cold;
+    out(`  cold load (${cold.length} fresh contexts), ms from navigation start:`);
+    out(row('    body ready', cold.map((c) => c.ready)));
+    out(row('    ready + frame painted', cold.map((c) => c.painted), pass(cold.map((c) => c.painted), COLD_TARGET_MS)));
+    out(row('    first-contentful-paint', cold.map((c) => c.fcp)));
+    out(row('    DOMContentLoaded', cold.map((c) => c.domContentLoaded)));
+    out(row('    wasm fetched (responseEnd)', cold.map((c) => c.wasmFetched)));
+    out(row('    first render (kvlab:update)', cold.map((c) => c.firstRender)));
+    for (const [when, m] of [['loaded', r.memoryLoaded], ['after interactions', r.memoryAfter]]) {
+      const ren = m.renderer;
+      out(`  memory ${when}: JS heap used ${mib(m.jsHeapUsed)} (total ${mib(m.jsHeapTotal)}), `
+        + `wasm memory ${m.wasmMemory ? mib(m.wasmMemory) : m.wasmMemoryError}`);
+      if (ren) {
+        out(`    renderer pid ${ren.pid}: RSS ${mib(ren.rss)}, peak RSS ${mib(ren.hwm)}, PSS ${mib(ren.pss)}`
+          + (when === 'after interactions' ? (ren.hwm <= MEMORY_TARGET ? '   pass (<= 400 MB)' : '   MISS (> 400 MB)') : ''));
+      }
+      const others = m.processes.filter((p) => p !== ren && p.type !== 'renderer');
+      if (others.length) out(`    other processes: ${others.map((p) => `${p.type} ${p.rss ? mib(p.rss) : p.error ?? '?'}`).join(', ')}`);
+    }
+    out(`  W3 sweep chart on the page: ${r.sweep ? 'present (not yet driven by this script)' : 'absent: skipped'}`);
+    const allProblems = [...r.problems, ...r.cold.flatMap((c) => c.problems), ...r.controlErrors.map((e) => `control error: ${e}`)];
+    out(`  page problems: ${allProblems.length ? '' : 'none'}`);
+    for (const p of [...new Set(allProblems)].slice(0, 20)) out(`    ${p}`);
+  }
+  out('\n## sizes (gzip at zlib default level, per file)');
+  for (const f of size.files) out(`  ${f.file.padEnd(24)} ${kib(f.raw).padStart(11)} raw ${kib(f.gz).padStart(10)} gzip`);
+  out(`  wasm: ${kib(size.wasmRaw)} raw, ${kib(size.wasmGz)} gzip ${size.wasmGz <= WASM_GZ_TARGET ? 'pass' : 'MISS'} (<= 250 KB)`);
+  out(`  page (html+js+wasm+css): ${kib(size.pageRaw)} raw, ${kib(size.pageGz)} gzip ${size.pageGz <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 KB)`);
+  return lines.join('\n');
+}
+
+async function main() {
+  if (!BASE) {
+    console.error('set KVLAB_URL to the served dist/, e.g. KVLAB_URL=http://127.0.0.1:8123/ (see benches/README.md)');
+    process.exit(2);
+  }
+  const opts = parseArgs(process.argv.slice(2));
+  const size = sizes();
+  // A fresh temporary profile (playwright makes one for a non-persistent launch).
+  const browser = await chromium.launch({ executablePath: EXECUTABLE, headless: true, args: CHROMIUM_ARGS });
+  const version = browser.version();
+  console.log(`Chromium ${version}, N=${opts.n} per control (+${opts.warmup} warm-up), ${opts.cold} cold loads per workload`);
+  const results = [];
+  try {
+    for (const w of opts.workloads) results.push(await runWorkload(browser, w, opts));
+  } finally {
+    await browser.close();
+  }
+  console.log(report(results, size));
+  if (opts.json) {
+    writeFileSync(opts.json, JSON.stringify({ chromium: version, opts, size, results }, null, 1));
+    console.log(`\nraw results: ${opts.json}`);
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

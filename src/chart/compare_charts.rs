@@ -1,0 +1,208 @@
+//! Charts of the policy comparison (beyond the note): the quality-vs-ratio trade-off, one curve
+//! per policy, and every policy's kept set as one strip per row.
+
+use super::downsample::{pixel_buckets, top_state};
+use super::layout::{alpha, axes, begin, draw_err, tick_text, Axes, LegendItem, Mark};
+use super::{ChartError, ChartStyle, PixelRect, StateLabels, TokenState};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// One curve of the trade-off chart.
+#[derive(Debug, Clone, Copy)]
+pub struct TradeoffCurve<'a> {
+    /// Legend text (the policy's name).
+    pub label: &'a str,
+    /// `(x, y)` points, e.g. `(R_overall, mass retained)`; non-finite points are skipped.
+    pub points: &'a [(f64, f64)],
+}
+
+/// The trade-off chart: quality against compression, one curve per policy.
+#[derive(Debug, Clone, Copy)]
+pub struct TradeoffView<'a> {
+    /// Title.
+    pub title: &'a str,
+    /// X axis name (e.g. "R_overall").
+    pub x_label: &'a str,
+    /// Y axis name (e.g. "attention mass retained").
+    pub y_label: &'a str,
+    /// The curves, drawn in palette order.
+    pub curves: &'a [TradeoffCurve<'a>],
+    /// The current setting, marked with a ring.
+    pub current: Option<(f64, f64)>,
+    /// Legend text of the ring.
+    pub current_label: &'a str,
+}
+
+/// Draw the trade-off: x is linear from 1 to the largest finite x, y spans `[0, 1]`.
+pub fn tradeoff<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    view: &TradeoffView,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let mut legend: Vec<LegendItem> = view
+        .curves
+        .iter()
+        .enumerate()
+        .map(|(i, c)| LegendItem {
+            mark: Mark::Line(alpha(style.palette_color(i), 1.0)),
+            text: c.label,
+        })
+        .collect();
+    if view.current.is_some() {
+        legend.push(LegendItem {
+            mark: Mark::Box(alpha(style.alarm, 1.0)),
+            text: view.current_label,
+        });
+    }
+    let body = begin(root, style, view.title, &legend)?;
+    let x_hi = view
+        .curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.0))
+        .chain(view.current.map(|p| p.0))
+        .filter(|x| x.is_finite())
+        .fold(1.0f64, f64::max);
+    let x_hi = if x_hi > 1.0 { x_hi * 1.02 } else { 2.0 };
+    let Some(plot) = axes(
+        &body,
+        style,
+        RangedCoordf64::from(1.0..x_hi),
+        RangedCoordf64::from(0.0..1.0),
+        (0.0, 1.0),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: true,
+            y_ticks: true,
+            y_grid: true,
+        },
+        &|v: &f64| tick_text(*v, x_hi - 1.0),
+        &|v: &f64| tick_text(*v, 1.0),
+    )?
+    else {
+        return Ok(PixelRect::default());
+    };
+    for (i, c) in view.curves.iter().enumerate() {
+        let color = style.palette_color(i);
+        let mut pts: Vec<(f64, f64)> = c
+            .points
+            .iter()
+            .copied()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let px: Vec<(i32, i32)> = pts
+            .iter()
+            .map(|&(x, y)| (plot.x_px(x, 1.0, x_hi), plot.y_px(y)))
+            .collect();
+        if px.len() > 1 {
+            plot.area
+                .draw(&PathElement::new(
+                    px.clone(),
+                    color.stroke_width(style.stroke(1.5)),
+                ))
+                .map_err(draw_err)?;
+        }
+        for p in px {
+            plot.area
+                .draw(&Circle::new(p, style.px(1.5).max(1) as u32, color.filled()))
+                .map_err(draw_err)?;
+        }
+    }
+    if let Some((x, y)) = view.current {
+        if x.is_finite() && y.is_finite() {
+            let p = (plot.x_px(x, 1.0, x_hi), plot.y_px(y));
+            plot.area
+                .draw(&Circle::new(
+                    p,
+                    style.px(6.0).max(2) as u32,
+                    style.alarm.stroke_width(style.stroke(2.0)),
+                ))
+                .map_err(draw_err)?;
+        }
+    }
+    Ok(plot.rect)
+}
+
+/// Every policy's kept set: one labelled strip per row over the same token axis.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyStripsView<'a> {
+    /// Title.
+    pub title: &'a str,
+    /// X axis name.
+    pub x_label: &'a str,
+    /// `(row label, per-token states)`; all rows must have the same length.
+    pub rows: &'a [(&'a str, &'a [TokenState])],
+    /// Legend texts of the states.
+    pub legend: StateLabels<'a>,
+}
+
+/// Draw one strip per policy; each pixel column shows its bucket's most important state.
+pub fn policy_strips<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    view: &PolicyStripsView,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let n = view.rows.first().map_or(0, |r| r.1.len());
+    if let Some((_, bad)) = view.rows.iter().find(|r| r.1.len() != n) {
+        return Err(ChartError::LengthMismatch {
+            name: "states",
+            len: bad.len(),
+            other: "the first row",
+            other_len: n,
+        });
+    }
+    let legend = view.legend.legend(style);
+    let body = begin(root, style, view.title, &legend)?;
+    let m = view.rows.len().max(1);
+    let Some(plot) = axes(
+        &body,
+        style,
+        RangedCoordf64::from(0.0..(n.max(1) as f64)),
+        RangedCoordf64::from(0.0..(m as f64)),
+        (0.0, m as f64),
+        &Axes {
+            x_label: view.x_label,
+            y_label: "",
+            x_ticks: n > 0,
+            y_ticks: false,
+            y_grid: false,
+        },
+        &|v: &f64| tick_text(*v, n.max(1) as f64),
+        &|_: &f64| String::new(),
+    )?
+    else {
+        return Ok(PixelRect::default());
+    };
+    let buckets = pixel_buckets(n, plot.w().max(1) as usize);
+    let row_h = plot.h() / m as i32;
+    let label_style = style
+        .text(0.8, style.foreground)
+        .pos(Pos::new(HPos::Right, VPos::Center));
+    for (ri, (label, states)) in view.rows.iter().enumerate() {
+        let y0 = ri as i32 * row_h;
+        let y1 = y0 + (row_h - style.px(2.0)).max(1);
+        for (b, r) in buckets.iter().enumerate() {
+            let st = top_state(states.get(r.clone()).unwrap_or_default());
+            let color = match st {
+                TokenState::Dropped => alpha(style.states.of(st), 0.35),
+                _ => alpha(style.states.of(st), 1.0),
+            };
+            let x0 = plot.col(b, buckets.len());
+            let x1 = plot.col(b + 1, buckets.len()).max(x0 + 1);
+            plot.area
+                .draw(&Rectangle::new([(x0, y0), (x1, y1)], color.filled()))
+                .map_err(draw_err)?;
+        }
+        // Row labels sit in the left label area, right-aligned against the plot.
+        root.draw(&Text::new(
+            label.to_string(),
+            (plot.rect.x - style.px(4.0), plot.rect.y + (y0 + y1) / 2),
+            label_style.clone(),
+        ))
+        .map_err(draw_err)?;
+    }
+    Ok(plot.rect)
+}
