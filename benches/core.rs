@@ -14,8 +14,8 @@
 //! `W*_expected_hat.npy` (the de-quantized keys), `W*_expected_snapkv_scores.npy` (1 x T) and
 //! `W*_expected.json` (error statistics, kept indices of H2O and SnapKV, B and r).
 //!
-//! A third workload, W3 (the trade-off sweep: 32 budgets x 5 policies on W1's attention and
-//! values), is timed natively with `kvlab::policy::sweep`.
+//! A third workload, W3 (the trade-off sweep: 32 budgets x 5 policies on W1's attention), is
+//! timed natively with `kvlab::policy::sweep`.
 //!
 //! Last, the page's own recompute path natively: `kvlab::lab::Lab::update` on W1 and W2 for the
 //! same control changes `benches/page.mjs` makes in the browser (bits up/down, budget B, recent
@@ -183,7 +183,220 @@ fn lab_updates(json: bool) {
         let controls: Vec<(&str, Change)> = vec![
             (
                 "bits",
-                Box::new(|s, i| s.bits = (2 + (4.0 * tri(i, 8)).round() as u8)),
+                Box::new(|s, i| s.bits = 2 + (4.0 * tri(i, 8)).round() as u8),
+            ),
+            (
+                "budget B",
+                Box::new(move |s, i| s.budget = around(b0, i + 1)),
+            ),
+            (
+                "recent r",
+                Box::new(move |s, i| s.recent = around(r0, i + 1)),
+            ),
+            (
+                "method",
+                Box::new(|s, i| {
+                    s.method = [Method::Snapkv, Method::Streaming, Method::H2o][i % 3];
+                }),
+            ),
+            (
+                "scheme",
+                Box::new(|s, i| s.scheme = [Scheme::Asymmetric, Scheme::Symmetric][i % 2]),
+            ),
+        ];
+        let mut s = base.clone();
+        let mut all = Vec::new();
+        let mut rows = Vec::new();
+        for (control, change) in &controls {
+            change(&mut s, 0); // warm-up step
+            lab.update(&s).expect("update");
+            let mut ms: Vec<f64> = (1..=n)
+                .map(|i| {
+                    change(&mut s, i);
+                    let t = Instant::now();
+                    black_box(lab.update(black_box(&s)).expect("update"));
+                    t.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            all.extend_from_slice(&ms);
+            ms.sort_by(f64::total_cmp);
+            rows.push((format!("lab update: {control}"), pq(&ms)));
+        }
+        all.sort_by(f64::total_cmp);
+        rows.insert(0, ("lab update: all controls".to_string(), pq(&all)));
+        rows.insert(
+            0,
+            (
+                "lab new (generate + everything)".to_string(),
+                (new_ms, new_ms),
+            ),
+        );
+        for (kernel, (p50, p95)) in rows {
+            if json {
+                println!(
+                    "{{\"workload\":\"{name}\",\"kernel\":\"{kernel}\",\"p50_ms\":{p50:.4},\"p95_ms\":{p95:.4}}}"
+                );
+            } else {
+                println!("{name:<4} {kernel:<34} {p50:>10.3} {p95:>10.3}");
+            }
+        }
+    }
+}
+
+/// A triangle wave 0 -> 1 -> 0 over `period` steps (how the sliders are moved).
+fn tri(i: usize, period: usize) -> f64 {
+    let p = i % period;
+    let half = period as f64 / 2.0;
+    if p as f64 <= half {
+        p as f64 / half
+    } else {
+        (period - p) as f64 / half
+    }
+}
+
+/// p50 and p95 of sorted figures.
+fn pq(sorted: &[f64]) -> (f64, f64) {
+    let p = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    (p(0.5), p(0.95))
+}
+
+/// Writes what the kernels computed on one workload (for the numpy side to check against).
+fn write_expected(
+    dir: &std::path::Path,
+    name: &str,
+    a: &Matrix,
+    k: &Matrix,
+    cfg: &QuantConfig,
+    budget: usize,
+    recent: usize,
+) -> std::io::Result<()> {
+    let q = quantize(k, cfg).expect("quantize");
+    write_npy(
+        &dir.join(format!("{name}_expected_hat.npy")),
+        &q.dequantize(),
+    )?;
+    let st = error_stats(k, &q);
+    let sc = observation_scores(a, 32, Pooling::Avg { kernel: 7 }).expect("scores");
+    let sc_m = Matrix::new(1, sc.len(), sc.clone()).expect("1 x T");
+    write_npy(
+        &dir.join(format!("{name}_expected_snapkv_scores.npy")),
+        &sc_m,
+    )?;
+    let h = h2o(a, budget, recent).expect("h2o");
+    let s = snapkv(&sc, budget, recent).expect("snapkv");
+    let doc = serde_json::json!({
+        "budget": budget,
+        "recent": recent,
+        "stats": {
+            "max_abs": st.max_abs,
+            "mean_abs": st.mean_abs,
+            "rmse": st.rmse,
+            "snr_db": st.snr_db,
+            "expected_mse": st.expected_mse,
+            "worst_bound_use": st.worst_bound_use,
+            "compression_ratio": st.compression_ratio,
+        },
+        "h2o_kept": h.kept,
+        "snapkv_kept": s.kept,
+    });
+    std::fs::write(dir.join(format!("{name}_expected.json")), doc.to_string())
+}
+
+/// W3: the trade-off sweep on W1 (64 x 4,096 attention), 32 budgets spaced evenly in `log B`
+/// over `1..=T` (`kvlab::lab::sweep_budgets`, as the page's trade-off chart), quality as mass
+/// retained on the last 16 rows (the page's default `future`), B=512 and r=64 as in page.mjs.
+/// Timed for the issue's 5 policies, with and without values (the output error needs V), and
+/// for the page's 7 (plus Random and the Oracle).
+fn sweep_w3(json: bool) {
+    let (s, t, d) = (64usize, 4096usize, 128usize);
+    let a = attention(&AttentionSpec::preset(
+        AttentionPreset::HeavyHitters,
+        s,
+        t,
+        7,
+    ))
+    .expect("valid spec");
+    let v = values(&KvSpec {
+        tokens: t,
+        channels: d,
+        seed: 7,
+        ..KvSpec::default()
+    })
+    .expect("valid spec");
+    let five = vec![
+        Policy::H2oSum,
+        Policy::H2oMean,
+        Policy::SnapKv {
+            window: 32,
+            pooling: Pooling::Avg { kernel: 7 },
+        },
+        Policy::StreamingLlm { sinks: 4 },
+        Policy::Tova,
+    ];
+    let mut seven = five.clone();
+    seven.extend([Policy::Random { seed: 7 }, Policy::Oracle]);
+    let budgets = kvlab::lab::sweep_budgets(t);
+    let (recent, observed) = (64, s - 16);
+    let cases: [(&str, &[Policy], Option<&Matrix>); 3] = [
+        ("sweep 32 B x 5 policies, mass", &five, None),
+        ("sweep 32 B x 5 policies, mass+V", &five, Some(&v)),
+        ("sweep 32 B x 7 policies (page)", &seven, None),
+    ];
+    for (kernel, policies, values) in cases {
+        let (p50, p95) = time(10, || {
+            black_box(
+                sweep(
+                    policies,
+                    black_box(&budgets),
+                    &a,
+                    values,
+                    None,
+                    recent,
+                    observed,
+                )
+                .expect("sweep"),
+            );
+        });
+        if json {
+            println!(
+                "{{\"workload\":\"W3\",\"kernel\":\"{kernel}\",\"p50_ms\":{p50:.4},\"p95_ms\":{p95:.4}}}"
+            );
+        } else {
+            println!("{:<4} {kernel:<34} {p50:>10.3} {p95:>10.3}", "W3");
+        }
+    }
+}
+
+/// `Lab::update` (the page's recompute) for person-like changes of each control, as
+/// `benches/page.mjs` makes them: W1 with B=512, r=64 and W2 with B=4096, r=256.
+fn lab_updates(json: bool) {
+    let loads = [
+        (
+            "W1",
+            "tokens=4096&steps=64&channels=128&budget=512&recent=64",
+            20usize,
+        ),
+        (
+            "W2",
+            "tokens=32768&steps=64&channels=128&budget=4096&recent=256",
+            6,
+        ),
+    ];
+    for (name, query, n) in loads {
+        let base = Settings::from_query(query).settings;
+        let t0 = Instant::now();
+        let mut lab = Lab::new(base.clone()).expect("lab");
+        let new_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let tokens = base.tokens;
+        let around = move |b: usize, i: usize| {
+            ((b as f64 * (0.5 + tri(i, 16))).round() as usize).clamp(1, tokens)
+        };
+        type Change = Box<dyn Fn(&mut Settings, usize)>;
+        let (b0, r0) = (base.budget, base.recent);
+        let controls: Vec<(&str, Change)> = vec![
+            (
+                "bits",
+                Box::new(|s, i| s.bits = 2 + (4.0 * tri(i, 8)).round() as u8),
             ),
             (
                 "budget B",

@@ -36,6 +36,9 @@
 
 import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 
@@ -51,11 +54,6 @@ const CHROMIUM_ARGS = [
 const WORKLOADS = {
   W1: { tokens: 4096, steps: 64, channels: 128, budget: 512, recent: 64, target: 16 },
   W2: { tokens: 32768, steps: 64, channels: 128, budget: 4096, recent: 256, target: 50 },
-};
-const SECTIONS = {
-  budget: ['budget-data', 'budget-model'],
-  quant: ['hist', 'groups', 'rows', 'errmap'],
-  select: ['attn', 'scores', 'strip', 'mass'],
 };
 const COLD_TARGET_MS = 300;
 const WASM_GZ_TARGET = 250 * 1024;
@@ -131,6 +129,7 @@ function readyProbe() {
 async function interact({ selector, value, events }) {
   const el = selector ? document.querySelector(selector) : document.createElement('input');
   performance.clearMeasures();
+  performance.clearMarks('kvlab:update:start');
   const t0 = performance.now();
   let rendered = 0;
   const done = new Promise((resolve) => {
@@ -151,14 +150,23 @@ async function interact({ selector, value, events }) {
     .filter((m) => m.name.startsWith('kvlab:') && m.startTime >= t0 - 0.01)
     .map((m) => [m.name, m.duration]);
   const error = [...document.querySelectorAll('.control .error')].find((e) => !e.hidden)?.textContent ?? null;
-  return { painted: painted - t0, rendered: (rendered || painted) - t0, measures, error };
+  // When the page's frame callback started its update (its `kvlab:update:start` mark).
+  const start = performance.getEntriesByName('kvlab:update:start', 'mark').find((m) => m.startTime >= t0 - 0.01);
+  return {
+    painted: painted - t0,
+    rendered: (rendered || painted) - t0,
+    wait: start ? start.startTime - t0 : NaN,
+    work: start ? (rendered || painted) - start.startTime : NaN,
+    measures,
+    error,
+  };
 }
 
 // ------------------------------------------------------------------------------------------
 // Sizes
 
 function sizes() {
-  const out = { files: [], wasmRaw: 0, wasmGz: 0, pageRaw: 0, pageGz: 0 };
+  const out = { files: [], wasmRaw: 0, wasmGz: 0, pageRaw: 0, pageGz: 0, wasmSha256: '' };
   const walk = (dir) => {
     for (const name of readdirSync(dir)) {
       const p = path.join(dir, name);
@@ -168,6 +176,7 @@ function sizes() {
         const gz = gzipSync(bytes).length; // zlib default level, as a static server sends it
         out.files.push({ file: path.relative(DIST, p), raw: bytes.length, gz });
         if (name.endsWith('.wasm')) {
+          out.wasmSha256 = createHash('sha256').update(bytes).digest('hex').slice(0, 16);
           out.wasmRaw += bytes.length;
           out.wasmGz += gz;
         }
@@ -318,7 +327,7 @@ async function interactions(page, w, n, warmup) {
   return { records, floor };
 }
 
-function summarise(records) {
+function summarise(records, SECTIONS) {
   const by = (name) => records.flatMap((r) => r.measures.filter(([m]) => m === name).map(([, d]) => d));
   const update = records.map((r) => r.measures.filter(([m]) => m === 'kvlab:update').reduce((a, [, d]) => a + d, 0));
   const sections = {};
@@ -344,6 +353,8 @@ function summarise(records) {
     charts,
     painted: records.map((r) => r.painted),
     rendered: records.map((r) => r.rendered),
+    wait: records.map((r) => r.wait).filter(Number.isFinite),
+    work: records.map((r) => r.work).filter(Number.isFinite),
   };
 }
 
@@ -365,6 +376,16 @@ async function runWorkload(browser, w, opts) {
   const cdp = await context.newCDPSession(page);
   await cdp.send('Performance.enable');
   result.memoryLoaded = await memory(browser, page, cdp);
+  // The page's sections and their charts, read from the DOM (a section is the <section> holding
+  // the canvas).
+  result.sections = await page.evaluate(() => {
+    const out = {};
+    for (const c of document.querySelectorAll('canvas[data-chart]')) {
+      const id = c.closest('section')?.id ?? 'page';
+      (out[id] ??= []).push(c.dataset.chart);
+    }
+    return out;
+  });
   result.settingsBefore = await page.evaluate(() => ({
     tokens: document.querySelector('#tokens').value,
     budget: document.querySelector('#budget-b').value,
@@ -389,12 +410,14 @@ function report(results, size) {
   const out = (s = '') => lines.push(s);
   for (const r of results) {
     const { target } = WORKLOADS[r.workload];
-    const s = summarise(r.records);
+    const s = summarise(r.records, r.sections);
     out(`\n## ${r.workload}  (${r.url.split('?')[1]})`);
     out(`  ${'ms'.padEnd(34)} ${'p50'.padStart(8)} ${'p95'.padStart(8)} ${'n'.padStart(5)}`);
     const pass = (xs, lim) => (quantile(xs, 0.95) <= lim ? `   pass (<= ${lim})` : `   MISS (> ${lim})`);
     out(row('(c) input -> frame painted (2 rAF)', s.painted, pass(s.painted, target)));
     out(row('    input -> frame rendered', s.rendered, pass(s.rendered, target)));
+    out(row('      = wait for the frame to start', s.wait));
+    out(row('      + frame work (update..rendered)', s.work, pass(s.work, target)));
     out(row('    floor: no-op input, 2 rAF', r.floor.map((f) => f.painted)));
     out(row('    floor: no-op input, rendered', r.floor.map((f) => f.rendered)));
     out(row('(a) kvlab:update', s.update));
@@ -407,7 +430,7 @@ function report(results, size) {
     out('  per control:                        update p50/p95   painted p50/p95   rendered p50/p95');
     for (const control of [...new Set(r.records.map((x) => x.control))]) {
       const recs = r.records.filter((x) => x.control === control);
-      const ss = summarise(recs);
+      const ss = summarise(recs, r.sections);
       const pp = (xs) => `${fmt(quantile(xs, 0.5)).padStart(7)} ${fmt(quantile(xs, 0.95)).padStart(7)}`;
       out(`    ${control.padEnd(32)} ${pp(ss.update)}   ${pp(ss.painted)}   ${pp(ss.rendered)}`);
     }
@@ -430,7 +453,12 @@ function report(results, size) {
       const others = m.processes.filter((p) => p !== ren && p.type !== 'renderer');
       if (others.length) out(`    other processes: ${others.map((p) => `${p.type} ${p.rss ? mib(p.rss) : p.error ?? '?'}`).join(', ')}`);
     }
-    out(`  W3 sweep chart on the page: ${r.sweep ? 'present (not yet driven by this script)' : 'absent: skipped'}`);
+    if (r.sweep && r.workload === 'W1') {
+      const sec = Object.entries(r.sections).find(([, charts]) => charts.some((c) => /sweep|tradeoff/.test(c)));
+      out(`  W3 (trade-off sweep on W1): section ${sec[0]} = compute + draws of ${sec[1].join(', ')}; see (b) above`);
+    } else if (!r.sweep) {
+      out('  W3 sweep chart on the page: absent: skipped');
+    }
     const allProblems = [...r.problems, ...r.cold.flatMap((c) => c.problems), ...r.controlErrors.map((e) => `control error: ${e}`)];
     out(`  page problems: ${allProblems.length ? '' : 'none'}`);
     for (const p of [...new Set(allProblems)].slice(0, 20)) out(`    ${p}`);
@@ -452,7 +480,15 @@ async function main() {
   // A fresh temporary profile (playwright makes one for a non-persistent launch).
   const browser = await chromium.launch({ executablePath: EXECUTABLE, headless: true, args: CHROMIUM_ARGS });
   const version = browser.version();
+  let rev = process.env.KVLAB_REV || 'unknown';
+  if (!process.env.KVLAB_REV) try {
+    const git = (...a) => execFileSync('git', ['-C', path.dirname(DIST), ...a], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    rev = `${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--', 'src', 'www', 'Cargo.toml').length ? ' + uncommitted src/www changes' : ''}`;
+  } catch {
+    // not a git checkout
+  }
   console.log(`Chromium ${version}, N=${opts.n} per control (+${opts.warmup} warm-up), ${opts.cold} cold loads per workload`);
+  console.log(`dist: ${DIST} (wasm sha256 ${size.wasmSha256}…), tree: ${rev}; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const results = [];
   try {
     for (const w of opts.workloads) results.push(await runWorkload(browser, w, opts));

@@ -9,9 +9,11 @@
 //! changes the quantization, and the budget (cheap) is always recomputed.
 
 use crate::budget::{
-    breakdown, gib, Breakdown, BudgetError, Compression, IndexKind, ModelConfig, QuantAccounting,
+    breakdown, gib, tokens_that_fit, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
+    QuantAccounting,
 };
 use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
+use crate::kivi::{channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, TensorError};
 use crate::policy::{self, Policy, QualityReport, SelectionScope, SweepCurve};
 use crate::quant::{
     error_stats, group_errors, quantize, row_errors, ErrorStats, Granularity, GroupError,
@@ -184,6 +186,10 @@ pub struct BudgetFigures {
     pub model_gib_fp: f64,
     /// `M_KV,final` of the model in GiB.
     pub model_gib_final: f64,
+    /// Tokens of context that fit in `memory_gib` with this compression (whole batch).
+    pub context_fit: u64,
+    /// Tokens of context that fit uncompressed.
+    pub context_fit_fp: u64,
 }
 
 /// One lever of the "which lever first" comparison.
@@ -242,6 +248,74 @@ pub struct CompareFigures {
     pub rows: Vec<PolicyRow>,
 }
 
+/// KIVI-style mixed precision on the loaded K and V (beyond the note).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KiviFigures {
+    /// The configuration.
+    pub config: KiviConfig,
+    /// Byte accounting of each part.
+    pub bytes: KiviBytes,
+    /// Error of the de-quantized keys.
+    pub key_error: TensorError,
+    /// Error of the de-quantized values.
+    pub value_error: TensorError,
+    /// Keys quantized per-channel vs per-token at the key bits and group: why KIVI picks
+    /// per-channel for keys.
+    pub keys_channel_vs_token: [GranularitySummary; 2],
+}
+
+/// One granularity's error on the keys.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GranularitySummary {
+    /// `per-channel` or `per-token`.
+    pub granularity: Granularity,
+    /// RMSE over all elements.
+    pub rmse: f64,
+    /// Largest error.
+    pub max_abs: f64,
+    /// Mean over channels of the channel's RMSE relative to its RMS value.
+    pub mean_channel_relative_rmse: f64,
+}
+
+/// The KIVI settings, with the group fitted to the data (at most `T` tokens per key group and
+/// `d` channels per value group): the panel shows the group it used.
+fn kivi_config(s: &Settings, data: &Data) -> KiviConfig {
+    KiviConfig {
+        key_bits: s.kivi_kbits,
+        key_group: s.kivi_group.min(data.keys.rows()).max(1),
+        value_bits: s.kivi_vbits,
+        value_group: s.kivi_group.min(data.values.cols()).max(1),
+        residual: s.kivi_residual,
+        meta: s.meta,
+    }
+}
+
+fn kivi_figures(data: &Data, s: &Settings) -> Result<KiviFigures, LabError> {
+    let cfg = kivi_config(s, data);
+    let err = |e: crate::kivi::KiviError| LabError::Range {
+        field: "kivi_group",
+        message: e.to_string(),
+    };
+    let r = kivi_quantize(&data.keys, &data.values, &cfg).map_err(err)?;
+    let group = cfg.key_group.min(data.keys.rows()).min(data.keys.cols());
+    let c = channel_vs_token_error(&data.keys, cfg.key_bits, Some(group.max(1))).map_err(err)?;
+    let summary = |g: &crate::kivi::GranularityError| GranularitySummary {
+        granularity: g.granularity,
+        rmse: g.rmse,
+        max_abs: g.max_abs,
+        mean_channel_relative_rmse: g.mean_channel_relative_rmse,
+    };
+    Ok(KiviFigures {
+        config: cfg,
+        bytes: r.bytes,
+        key_error: r.key_error,
+        value_error: r.value_error,
+        keys_channel_vs_token: [summary(&c.per_channel), summary(&c.per_token)],
+    })
+}
+
 /// Everything the page shows as numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -258,6 +332,8 @@ pub struct Figures {
     pub together: TogetherFigures,
     /// Policies side by side.
     pub compare: CompareFigures,
+    /// KIVI-style mixed precision.
+    pub kivi: KiviFigures,
 }
 
 /// The data the sections work on.
@@ -542,6 +618,7 @@ pub struct Lab {
     quant: QuantView,
     select: SelectView,
     compare: CompareView,
+    kivi: (KiviConfig, KiviFigures),
     figures: Figures,
     files: Vec<LoadedFile>,
 }
@@ -852,7 +929,16 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
     c.batch = s.batch;
     c.selection_copies = model.layers * model.n_kv_heads;
     let extrapolated = breakdown(&model, &c)?;
+    let memory = s.memory_gib.saturating_mul(1 << 30);
+    let context_fit = tokens_that_fit(&model, &c, memory)?;
+    let fp = Compression {
+        batch: s.batch,
+        ..Compression::none(ctx)
+    };
+    let context_fit_fp = tokens_that_fit(&model, &fp, memory)?;
     Ok(BudgetFigures {
+        context_fit,
+        context_fit_fp,
         data: on_data,
         model_name: model.name.clone(),
         model_gib_fp: gib(extrapolated.m_fp),
@@ -947,6 +1033,8 @@ impl Lab {
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
         let together = together(&data, &settings, &quant, &select, &budget)?;
         let compare = compare_view(&data, &settings, &quant)?;
+        let kivi = kivi_figures(&data, &settings)?;
+        let kivi_cfg = kivi_config(&settings, &data);
         let figures = Figures {
             data: data_figures(&data),
             quant: quant.figures.clone(),
@@ -954,6 +1042,7 @@ impl Lab {
             budget,
             together,
             compare: compare.figures.clone(),
+            kivi: kivi.clone(),
         };
         Ok(Lab {
             data,
@@ -961,6 +1050,7 @@ impl Lab {
             quant,
             select,
             compare,
+            kivi: (kivi_cfg, kivi),
             figures,
             files: Vec::new(),
         })
@@ -1003,6 +1093,12 @@ impl Lab {
             None
         };
         let compare = new_compare.as_ref().unwrap_or(&self.compare);
+        let new_kivi = if regenerate || kivi_config(s, data) != self.kivi.0 {
+            Some((kivi_config(s, data), kivi_figures(data, s)?))
+        } else {
+            None
+        };
+        let kivi = new_kivi.as_ref().unwrap_or(&self.kivi);
         let figures = Figures {
             data: data_figures(data),
             quant: quant.figures.clone(),
@@ -1010,6 +1106,7 @@ impl Lab {
             budget,
             together,
             compare: compare.figures.clone(),
+            kivi: kivi.1.clone(),
         };
         if let Some(d) = new_data {
             self.data = d;
@@ -1022,6 +1119,9 @@ impl Lab {
         }
         if let Some(c) = new_compare {
             self.compare = c;
+        }
+        if let Some(k) = new_kivi {
+            self.kivi = k;
         }
         self.figures = figures;
         self.settings = s.clone();
@@ -1426,6 +1526,32 @@ mod tests {
             .points
             .iter()
             .all(|p| p.r_overall.is_some()));
+    }
+
+    #[test]
+    fn kivi_and_context_fit() {
+        let lab = Lab::new(small()).unwrap();
+        let k = &lab.figures().kivi;
+        // 64 tokens, residual 128 >= T: everything stays fp16
+        assert_eq!(k.bytes.keys.residual_tokens, 64);
+        let mut lab = lab;
+        let f = lab
+            .update(&Settings {
+                kivi_residual: 0,
+                kivi_group: 8,
+                ..small()
+            })
+            .unwrap();
+        // 2 bits + (2 + 2) B x 8 bits / 8 = 6 bits per quantized key element
+        assert_eq!(f.kivi.bytes.keys.quantized_bits, 6.0);
+        assert!(f.kivi.key_error.rmse > 0.0);
+        let b = &f.budget;
+        assert!(
+            b.context_fit > b.context_fit_fp,
+            "compression fits more context"
+        );
+        // Llama-3-8B fp16: 128 KiB per token, 80 GiB -> 655,360 tokens
+        assert_eq!(b.context_fit_fp, 655_360);
     }
 
     #[test]

@@ -117,6 +117,16 @@ pub struct Settings {
     /// `S - future` rows, quality is measured on the last `future` (the oracle's upper bound);
     /// `0` = every policy sees and is judged on all rows. `0..=4095`, below `S`.
     pub future: usize,
+    /// KIVI key bits, `1..=16`.
+    pub kivi_kbits: u8,
+    /// KIVI value bits, `1..=16`.
+    pub kivi_vbits: u8,
+    /// KIVI group size (tokens per key group, channels per value group), `1..=4096`.
+    pub kivi_group: usize,
+    /// KIVI full-precision residual window R (most recent tokens), `0..=131072`.
+    pub kivi_residual: usize,
+    /// GPU memory for the "context that fits" figure, GiB, `1..=4096`.
+    pub memory_gib: u64,
     /// Model preset slug (see [`crate::budget::ModelConfig::presets`]) or `custom`.
     pub model: String,
     /// Custom model: layers `1..=1024`.
@@ -164,6 +174,11 @@ impl Default for Settings {
             kernel: 7,
             sinks: 4,
             future: 16,
+            kivi_kbits: 2,
+            kivi_vbits: 2,
+            kivi_group: 32,
+            kivi_residual: 128,
+            memory_gib: 80,
             model: "llama-3-8b".into(),
             layers: 32,
             kv_heads: 8,
@@ -506,6 +521,31 @@ impl Settings {
                         s.sinks = v;
                     }
                 }
+                "kivi_kbits" => {
+                    if let Some(v) = p.int("kivi_kbits", raw, 1u8, 16) {
+                        s.kivi_kbits = v;
+                    }
+                }
+                "kivi_vbits" => {
+                    if let Some(v) = p.int("kivi_vbits", raw, 1u8, 16) {
+                        s.kivi_vbits = v;
+                    }
+                }
+                "kivi_group" => {
+                    if let Some(v) = p.int("kivi_group", raw, 1usize, 4096) {
+                        s.kivi_group = v;
+                    }
+                }
+                "kivi_residual" => {
+                    if let Some(v) = p.int("kivi_residual", raw, 0usize, MAX_TOKENS) {
+                        s.kivi_residual = v;
+                    }
+                }
+                "memory_gib" => {
+                    if let Some(v) = p.int("memory_gib", raw, 1u64, 4096) {
+                        s.memory_gib = v;
+                    }
+                }
                 "future" => {
                     if let Some(v) = p.int("future", raw, 0usize, MAX_STEPS - 1) {
                         s.future = v;
@@ -657,6 +697,11 @@ impl Settings {
         num!(kernel);
         num!(sinks);
         num!(future);
+        num!(kivi_kbits);
+        num!(kivi_vbits);
+        num!(kivi_group);
+        num!(kivi_residual);
+        num!(memory_gib);
         if self.model != d.model {
             out.push(("model", self.model.clone()));
         }
@@ -716,6 +761,11 @@ mod tests {
             kernel: 5,
             sinks: 0,
             future: 7,
+            kivi_kbits: 3,
+            kivi_vbits: 4,
+            kivi_group: 64,
+            kivi_residual: 0,
+            memory_gib: 24,
             model: "custom".into(),
             layers: 3,
             kv_heads: 2,

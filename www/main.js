@@ -16,7 +16,8 @@ const SEL = ['select', 'budget', 'compare'];
 const SECTIONS_OF = {
   bits: Q, scheme: Q, granularity: Q, group: Q, tensor: ['quant'], channel: ['quant'], meta: Q,
   method: SEL, budget: SEL, recent: SEL, window: SEL, pool: SEL, kernel: SEL, sinks: SEL,
-  future: ['compare'], model: ['budget'], layers: ['budget'], kv_heads: ['budget'],
+  future: ['compare'], model: ['budget'], memory_gib: ['budget'],
+  kivi_kbits: ['quant'], kivi_vbits: ['quant'], kivi_group: ['quant'], kivi_residual: ['quant'], layers: ['budget'], kv_heads: ['budget'],
   head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'],
 };
 const ALL = ['budget', 'quant', 'select', 'compare'];
@@ -27,7 +28,8 @@ const CHARTS = {
   compare: ['strips', 'tradeoff'],
 };
 const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'skewed', 'bits', 'group',
-  'budget', 'recent', 'window', 'kernel', 'sinks', 'future', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
+  'budget', 'recent', 'window', 'kernel', 'sinks', 'future', 'kivi_kbits', 'kivi_vbits', 'kivi_group',
+  'kivi_residual', 'memory_gib', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
   'context', 'batch']);
 
 const app = {
@@ -163,6 +165,29 @@ function writeFigures(f) {
 
   writeLevers(f.together);
   writeCompare(f.compare);
+  writeKivi(f.kivi);
+  const tok = (n) => `${n.toLocaleString('en-US')} ${t(app.lang, 'budget.tokens')}`;
+  figure('context-fit', b.contextFit, tok(b.contextFit));
+  figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp));
+}
+
+function writeKivi(k) {
+  for (const [name, st, err] of [['k', k.bytes.keys, k.keyError], ['v', k.bytes.values, k.valueError]]) {
+    figure(`kivi-${name}-codes`, st.codes, bytes(st.codes));
+    figure(`kivi-${name}-meta`, st.scales + st.zero_points, bytes(st.scales + st.zero_points));
+    figure(`kivi-${name}-res`, st.residual, `${bytes(st.residual)} (${st.residual_tokens})`);
+    figure(`kivi-${name}-total`, st.total, bytes(st.total));
+    figure(`kivi-${name}-bits`, st.effective_bits, num(st.effective_bits));
+    figure(`kivi-${name}-rmse`, err.rmse, fmt.err(err.rmse));
+  }
+  figure('kivi-ebits', k.bytes.effective_bits, `${num(k.bytes.effective_bits)} ${t(app.lang, 'kivi.bits-per')}`);
+  figure('kivi-ratio', k.bytes.compression_ratio, `${fmt.ratio(k.bytes.compression_ratio)} ${t(app.lang, 'kivi.vs-fp16')}`);
+  const [pc, pt] = k.keysChannelVsToken;
+  for (const [name, g] of [['pc', pc], ['pt', pt]]) {
+    figure(`kivi-${name}-rmse`, g.rmse, fmt.err(g.rmse));
+    figure(`kivi-${name}-max`, g.maxAbs, fmt.err(g.maxAbs));
+    figure(`kivi-${name}-rel`, g.meanChannelRelativeRmse, fmt.pct(g.meanChannelRelativeRmse));
+  }
 }
 
 /** The policy table: text only (no HTML), one row per policy. */
