@@ -467,10 +467,57 @@ function showWarnings(target, list) {
 
 const MAX_UPLOAD = 256 * 1024 * 1024;
 
+// Uploaded data survives a reload: the files and the tensor choice are kept in IndexedDB (in
+// this browser only) until "Back to generated data" or "Reset".
+const uploads = new Map(); // file name -> bytes, as read
+
+function idbRequest(mode, action) {
+  return new Promise((resolve, reject) => {
+    const open = indexedDB.open('kvlab', 1);
+    open.onupgradeneeded = () => open.result.createObjectStore('upload');
+    open.onerror = () => reject(open.error);
+    open.onsuccess = () => {
+      const db = open.result;
+      const tx = db.transaction('upload', mode);
+      const req = action(tx.objectStore('upload'));
+      tx.oncomplete = () => { db.close(); resolve(req?.result); };
+      tx.onerror = () => { db.close(); reject(tx.error); };
+    };
+  });
+}
+const savedUpload = {
+  put: (value) => idbRequest('readwrite', (s) => s.put(value, 'current')),
+  get: () => idbRequest('readonly', (s) => s.get('current')),
+  clear: () => idbRequest('readwrite', (s) => s.delete('current')),
+};
+
+/** Loads files into the page's list of uploaded tensors (and remembers their bytes). */
+function addFile(name, buf) {
+  const summary = app.page.loadFile(name, buf);
+  uploads.set(name, buf);
+  const list = $('#file-list');
+  const li = document.createElement('li');
+  li.textContent = summary.summary;
+  list.append(li);
+  for (const s of summary.skipped) {
+    const sk = document.createElement('li');
+    sk.textContent = s;
+    sk.className = 'skipped';
+    list.append(sk);
+  }
+  for (const tensor of summary.tensors) {
+    const value = `${summary.file}::${tensor.name}`;
+    const label = `${tensor.name} [${tensor.shape.join(', ')}]`;
+    for (const id of ['#up-attention', '#up-keys', '#up-values']) {
+      const sel = $(id);
+      if (![...sel.options].some((o) => o.value === value)) sel.add(new Option(label, value));
+    }
+  }
+}
+
 async function onFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
-  const list = $('#file-list');
   for (const file of input.files) {
     if (file.size > MAX_UPLOAD) {
       showError(input, `${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
@@ -478,24 +525,7 @@ async function onFiles(input) {
     }
     try {
       const buf = new Uint8Array(await file.arrayBuffer());
-      const summary = app.page.loadFile(file.name, buf);
-      const li = document.createElement('li');
-      li.textContent = summary.summary;
-      list.append(li);
-      for (const s of summary.skipped) {
-        const sk = document.createElement('li');
-        sk.textContent = s;
-        sk.className = 'skipped';
-        list.append(sk);
-      }
-      for (const tensor of summary.tensors) {
-        const value = `${summary.file}::${tensor.name}`;
-        const label = `${tensor.name} [${tensor.shape.join(', ')}]`;
-        for (const id of ['#up-attention', '#up-keys', '#up-values']) {
-          const sel = $(id);
-          if (![...sel.options].some((o) => o.value === value)) sel.add(new Option(label, value));
-        }
-      }
+      addFile(file.name, buf);
     } catch (e) {
       showError(input, e.message ?? String(e));
     }
@@ -521,7 +551,7 @@ async function onFiles(input) {
 
 function onUse(button) {
   try {
-    const result = app.page.useUploaded({
+    const choice = {
       attention: $('#up-attention').value,
       keys: $('#up-keys').value,
       values: $('#up-values').value || null,
@@ -530,7 +560,11 @@ function onUse(button) {
       layer: Number($('#up-layer').value) || 0,
       kvHead: Number($('#up-kvhead').value) || 0,
       normalise: $('#up-normalise').checked,
-    });
+    };
+    const result = app.page.useUploaded(choice);
+    const used = new Set([choice.attention, choice.keys, choice.values].filter(Boolean).map((v) => v.split('::')[0]));
+    const files = [...used].map((name) => ({ name, bytes: uploads.get(name) })).filter((f) => f.bytes);
+    savedUpload.put({ files, choice }).catch(() => {}); // storage may be blocked: the view still works
     errorSlot(button).hidden = true;
     showWarnings('#upload-warnings', result.warnings);
     const s = app.page.settings();
@@ -556,6 +590,7 @@ function wire() {
     } catch {
       // ignore
     }
+    savedUpload.clear().catch(() => {});
     const fresh = parseQuery('').settings;
     fresh.lang = app.lang;
     try {
@@ -589,6 +624,7 @@ function wire() {
   $('#file').addEventListener('change', (ev) => onFiles(ev.target));
   $('#up-use').addEventListener('click', (ev) => onUse(ev.target));
   $('#use-generated').addEventListener('click', () => {
+    savedUpload.clear().catch(() => {});
     try {
       app.page.useGenerated(app.good);
       applyAll(app.good, true);
@@ -604,6 +640,29 @@ function wire() {
     app.dark = e.matches;
     if (app.figures) drawSections(ALL);
   });
+}
+
+/** Puts back the uploaded data of the last visit, if any; a failure forgets it and says so. */
+async function restoreUpload() {
+  let saved;
+  try {
+    saved = await savedUpload.get();
+  } catch {
+    return; // no IndexedDB here
+  }
+  if (!saved?.files?.length) return;
+  try {
+    for (const f of saved.files) addFile(f.name, f.bytes);
+    $('#upload-choice').hidden = false;
+    app.page.useUploaded(saved.choice);
+    const s = { ...app.page.settings(), lang: app.lang, embed: app.good.embed };
+    app.page.update(s);
+    app.settings = { ...s };
+    app.good = { ...s };
+  } catch (e) {
+    savedUpload.clear().catch(() => {});
+    showWarnings('#upload-warnings', [e.message ?? String(e)]);
+  }
 }
 
 async function main() {
@@ -652,6 +711,7 @@ async function main() {
   }
   app.settings = { ...parsed.settings };
   app.good = { ...parsed.settings };
+  await restoreUpload();
   writeControls(app.good);
   wire();
   for (const c of document.querySelectorAll('canvas[data-chart]')) observer.observe(c);

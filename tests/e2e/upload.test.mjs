@@ -84,9 +84,18 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   assert.match(await useErr.textContent(), /40.*30|30.*40/);
   assert.equal(await figure(page, 'kept-count'), keptCount, 'the data in use stays');
 
-  // Back to generated data.
+  // The uploaded data survives a reload (IndexedDB) ...
+  await page.reload();
+  await page.locator('body[data-state="ready"]').waitFor();
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded: attention \[S=16, T=40\]/);
+  assert.equal(await figure(page, 'kept-count'), keptCount);
+
+  // ... until the user goes back to generated data.
   await page.getByRole('button', { name: 'Back to generated data' }).click();
   await settle(page);
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /generated/);
+  await page.reload();
+  await page.locator('body[data-state="ready"]').waitFor();
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /generated/);
   assert.deepEqual(problems, []);
   await page.close();
