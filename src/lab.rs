@@ -23,7 +23,7 @@ use crate::select::{
     h2o, mass_retained, observation_scores, snapkv, streaming_llm, Pooling, Role, SelectError,
     Selection,
 };
-use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Settings};
+use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Settings};
 use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
 use crate::Matrix;
 use serde::Serialize;
@@ -190,6 +190,10 @@ pub struct BudgetFigures {
     pub context_fit: u64,
     /// Tokens of context that fit uncompressed.
     pub context_fit_fp: u64,
+    /// Independent kept sets in the model (per layer, per KV head or per query head).
+    pub selection_copies: u64,
+    /// How many copies of K/V the scope makes the cache hold (n_heads / n_kv for per query head).
+    pub kv_copy_factor: u64,
 }
 
 /// One lever of the "which lever first" comparison.
@@ -927,8 +931,19 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
     let kept_ctx = ((ctx as f64) * kept as f64 / t).ceil() as u64;
     let mut c = compression(s, ctx, kept_ctx.clamp(1, ctx), s.bits);
     c.batch = s.batch;
-    c.selection_copies = model.layers * model.n_kv_heads;
-    let extrapolated = breakdown(&model, &c)?;
+    let scope = match s.scope {
+        Scope::Layer => SelectionScope::PerLayer,
+        Scope::KvHead => SelectionScope::PerKvHead,
+        Scope::QueryHead => SelectionScope::PerQueryHead,
+    };
+    // Per-query-head selection (SnapKV's reference) stores K/V once per query head: the scoped
+    // breakdown multiplies the cache by n_heads / n_kv_heads and counts one index per copy.
+    let scoped = policy::scoped_breakdown(&model, &c, scope).map_err(|e| LabError::Range {
+        field: "scope",
+        message: e.to_string(),
+    })?;
+    let extrapolated = scoped.breakdown;
+    c.selection_copies = scoped.memory.selection_copies;
     let memory = s.memory_gib.saturating_mul(1 << 30);
     let context_fit = tokens_that_fit(&model, &c, memory)?;
     let fp = Compression {
@@ -937,6 +952,8 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
     };
     let context_fit_fp = tokens_that_fit(&model, &fp, memory)?;
     Ok(BudgetFigures {
+        selection_copies: scoped.memory.selection_copies,
+        kv_copy_factor: scoped.memory.kv_copy_factor,
         context_fit,
         context_fit_fp,
         data: on_data,
@@ -1552,6 +1569,23 @@ mod tests {
         );
         // Llama-3-8B fp16: 128 KiB per token, 80 GiB -> 655,360 tokens
         assert_eq!(b.context_fit_fp, 655_360);
+    }
+
+    #[test]
+    fn per_query_head_selection_copies_the_cache() {
+        let mut lab = Lab::new(small()).unwrap();
+        let kv = lab.figures().budget.extrapolated;
+        let f = lab
+            .update(&Settings {
+                scope: Scope::QueryHead,
+                ..small()
+            })
+            .unwrap();
+        // Llama-3-8B: 32 query heads share 8 KV heads, so per-query-head selection holds 4 copies
+        assert_eq!(f.budget.kv_copy_factor, 4);
+        assert_eq!(f.budget.extrapolated.m_codes, 4 * kv.m_codes);
+        assert_eq!(f.budget.extrapolated.m_fp, kv.m_fp);
+        assert!(f.budget.extrapolated.r_overall < kv.r_overall);
     }
 
     #[test]

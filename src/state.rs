@@ -68,6 +68,19 @@ pub enum IndexChoice {
     Mask,
 }
 
+/// Which heads share one kept set, for the model extrapolation (GQA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// One kept set per layer, shared by all heads.
+    Layer,
+    /// One kept set per KV head, shared by its group of query heads.
+    KvHead,
+    /// One kept set per query head (SnapKV's reference): the cache holds a copy of K/V per
+    /// query head.
+    QueryHead,
+}
+
 /// Every control of the page. Field names are the URL keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -143,6 +156,8 @@ pub struct Settings {
     pub batch: u64,
     /// Index kind for `M_index`.
     pub index: IndexChoice,
+    /// Which heads share a kept set (model extrapolation).
+    pub scope: Scope,
     /// Page language, `en` or `zh`.
     pub lang: String,
     /// Embed one section alone.
@@ -187,6 +202,7 @@ impl Default for Settings {
             context: 32768,
             batch: 1,
             index: IndexChoice::List,
+            scope: Scope::KvHead,
             lang: "en".into(),
             embed: None,
         }
@@ -361,6 +377,11 @@ const POOLS: [(&str, PoolKind); 3] = [
 ];
 const INDEXES: [(&str, IndexChoice); 2] =
     [("list", IndexChoice::List), ("mask", IndexChoice::Mask)];
+const SCOPES: [(&str, Scope); 3] = [
+    ("layer", Scope::Layer),
+    ("kv-head", Scope::KvHead),
+    ("query-head", Scope::QueryHead),
+];
 const LANGS: [(&str, &str); 2] = [("en", "en"), ("zh", "zh")];
 const EMBEDS: [(&str, Embed); 3] = [
     ("quant", Embed::Quant),
@@ -600,6 +621,11 @@ impl Settings {
                         s.index = v;
                     }
                 }
+                "scope" => {
+                    if let Some(v) = p.choice("scope", raw, &SCOPES) {
+                        s.scope = v;
+                    }
+                }
                 "lang" => {
                     if let Some(v) = p.choice("lang", raw, &LANGS) {
                         s.lang = v.to_string();
@@ -712,6 +738,7 @@ impl Settings {
         num!(context);
         num!(batch);
         pick!(index, INDEXES);
+        pick!(scope, SCOPES);
         if self.lang != d.lang {
             out.push(("lang", self.lang.clone()));
         }
@@ -774,6 +801,7 @@ mod tests {
             context: 1 << 20,
             batch: 8,
             index: IndexChoice::Mask,
+            scope: Scope::QueryHead,
             lang: "zh".into(),
             embed: Some(Embed::Select),
         };

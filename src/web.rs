@@ -222,6 +222,17 @@ impl Page {
         to_js(f)
     }
 
+    /// FNV-1a fingerprints (16 hex digits) of the data in use: `[attention, keys, values]`.
+    /// The same settings give the same fingerprints natively and in wasm (tested both ways).
+    #[wasm_bindgen(js_name = dataFingerprints)]
+    pub fn data_fingerprints(&self) -> Vec<String> {
+        let d = self.lab.data();
+        [&d.attention, &d.keys, &d.values]
+            .iter()
+            .map(|m| format!("{:016x}", crate::synth::fingerprint(m)))
+            .collect()
+    }
+
     /// Kept/dropped indices and the breakdown as JSON text.
     #[wasm_bindgen(js_name = exportJson)]
     pub fn export_json(&self) -> String {

@@ -889,3 +889,17 @@ proptest! {
         }
     }
 }
+
+/// The page's default data (`Settings::default()`: heavy-hitters attention 64 x 512, K and V
+/// 512 x 64, seed 1). `tests/e2e/pipeline.test.mjs` asserts the same three fingerprints for the
+/// data the wasm build generates in Chromium, so native and wasm are checked to agree bit for bit
+/// on every `cargo xtask test`.
+#[test]
+fn page_default_data_fingerprints() {
+    let d = kvlab::lab::generate(&kvlab::state::Settings::default()).unwrap();
+    let hex = |m| format!("{:016x}", fingerprint(m));
+    assert_eq!(
+        [hex(&d.attention), hex(&d.keys), hex(&d.values)],
+        ["9d3668cb4b60abd9", "2fd6f770a08d8913", "5dfb0951971331d8"]
+    );
+}

@@ -16,7 +16,7 @@ const SEL = ['select', 'budget', 'compare'];
 const SECTIONS_OF = {
   bits: Q, scheme: Q, granularity: Q, group: Q, tensor: ['quant'], channel: ['quant'], meta: Q,
   method: SEL, budget: SEL, recent: SEL, window: SEL, pool: SEL, kernel: SEL, sinks: SEL,
-  future: ['compare'], model: ['budget'], memory_gib: ['budget'],
+  future: ['compare'], model: ['budget'], memory_gib: ['budget'], scope: ['budget'],
   kivi_kbits: ['quant'], kivi_vbits: ['quant'], kivi_group: ['quant'], kivi_residual: ['quant'], layers: ['budget'], kv_heads: ['budget'],
   head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'],
 };
@@ -168,6 +168,8 @@ function writeFigures(f) {
   writeKivi(f.kivi);
   const tok = (n) => `${n.toLocaleString('en-US')} ${t(app.lang, 'budget.tokens')}`;
   figure('context-fit', b.contextFit, tok(b.contextFit));
+  figure('scope-copies', b.kvCopyFactor, t(app.lang, 'scope.copies')
+    .replace('{n}', b.selectionCopies.toLocaleString('en-US')).replace('{k}', b.kvCopyFactor));
   figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp));
 }
 
@@ -720,6 +722,8 @@ async function main() {
   performance.measure('kvlab:update', 'kvlab:update:start');
   recordUrl(false);
   status.hidden = true;
+  // For tests and embedding pages: fingerprints of the data in use (native == wasm).
+  document.body.dataset.fingerprints = app.page.dataFingerprints().join(' ');
   document.body.dataset.state = 'ready';
 }
 

@@ -6,6 +6,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launch, open, urlWith, figure, figureText, setNumber, settle, npy } from './helpers.mjs';
@@ -26,7 +27,8 @@ const CASES = [
   ['npy_truncated_magic.npy', /truncated in magic and version: needs 8 bytes from the start, the file has 5/],
   ['npy_bad_magic.npy', /magic is '.*': a \.npy file starts with '\\x93NUMPY'/],
   ['npy_png_renamed.npy', /magic is '\\x89PNG/],
-  ['npy_huge_shape.npy', /declares shape \[100000, 100000, 100000\] = 1000000000000000 elements: at most \d+ elements are allowed/],
+  // 10^15 elements: more than usize::MAX in wasm32, where usize is 32 bits
+  ['npy_huge_shape.npy', /declares shape \[100000, 100000, 100000\] = (1000000000000000|more than usize::MAX) elements: at most \d+ elements are allowed/],
   ['npy_shape_negative.npy', /header field 'shape' is \(-3, 4\): expected axis lengths that are non-negative integers/],
   ['npy_complex64.npy', /header field 'descr' is '<c8' \(complex64\): supported dtypes are/],
   ['npy_nan.npy', /value NaN at index \[0, 1\] is not finite/],
@@ -109,7 +111,7 @@ test('a good file and bad ones in one pick: the good one loads, the bad one is r
   const good = npy([4, 3], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
   await page.getByLabel('Upload files', { exact: true }).setInputFiles([
     { name: 'good.npy', mimeType: 'application/octet-stream', buffer: good },
-    path.join(MALFORMED, 'csv_ragged.csv'),
+    { name: 'csv_ragged.csv', mimeType: 'text/csv', buffer: readFileSync(path.join(MALFORMED, 'csv_ragged.csv')) },
   ]);
   await page.locator('#file-list li', { hasText: 'good.npy' }).waitFor();
   const err = fileError(page);
@@ -126,15 +128,29 @@ test('a good file and bad ones in one pick: the good one loads, the bad one is r
 test('parameters far beyond their ranges in the URL are repaired with messages; the page works', async () => {
   const { page, problems, requests } = await open(
     browser.context,
-    urlWith('tokens=128&budget=999999&recent=-1&bits=3&group=100000&kernel=1e308&window=NaN&context=0&layers=1e400&seed=-7'),
+    urlWith('tokens=128&budget=999999&recent=-1&bits=3&kernel=1e308&window=NaN&context=0&layers=1e400&seed=-7'),
   );
   const warn = page.locator('#url-warnings');
   await warn.waitFor({ state: 'visible' });
   const text = await warn.textContent();
   assert.match(text, /budget 999999 is out of range/);
-  assert.match(text, /group 100000 is out of range: must be an integer in 0\.\.=65536/);
-  assert.match(text, /context 0 is out of range/);
+  assert.match(text, /recent -1 is out of range/);
+  assert.match(text, /window 'NaN' is not a number/);
+  assert.match(text, /context 0 is out of range: must be an integer in 1\.\.=\d+; 1 is used/);
   assert.equal(await figure(page, 'kept-count'), 128, 'B clamped to T = 128: every token kept');
+  const before = await snapshot(page);
+  await assertAlive(page, before);
+  assertOneOrigin(requests);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('a URL whose repaired values the data still refuses falls back to the defaults and says why', async () => {
+  // group 100000 is clamped to 65536, which is still more than T = 128 tokens per channel
+  const { page, problems, requests } = await open(browser.context, urlWith('tokens=128&bits=3&group=100000'));
+  const warn = page.locator('#url-warnings');
+  await warn.waitFor({ state: 'visible' });
+  assert.match(await warn.textContent(), /group size 65536 is out of range/);
   const before = await snapshot(page);
   await assertAlive(page, before);
   assertOneOrigin(requests);
@@ -152,6 +168,7 @@ test('invalid values typed into controls are refused next to the control; the pa
   await groupErr.waitFor({ state: 'visible' });
   assert.match(await groupErr.textContent(), /group size 100000 is out of range/);
   assert.deepEqual(await snapshot(page), before, 'the last good view stays');
+  assert.deepEqual(problems, []);
 
   // Budget B typed beyond T (the slider clamps itself; a number typed into the URL state or a
   // script does not): set it on the element directly, as a script or extension could.
@@ -166,10 +183,12 @@ test('invalid values typed into controls are refused next to the control; the pa
   await budgetErr.waitFor({ state: 'visible' });
   assert.match(await budgetErr.textContent(), /1000000/);
   assert.deepEqual(await snapshot(page), before, 'the last good view stays');
+  assert.deepEqual(problems, []);
 
   // Context length 0 (below the control's min): refused or repaired, never a crash.
   await setNumber(page, 'Context length', 0);
   await settle(page);
+  assert.deepEqual(problems, [], 'context 0 typed into the control: no panic');
   assert.deepEqual(await snapshot(page), before, 'the data figures stay');
 
   await assertAlive(page, before);

@@ -51,3 +51,12 @@ test('every chart draws something on first load', async () => {
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('generated data is bit-identical to the native build (same fingerprints)', async () => {
+  // tests/synth_generators.rs::page_default_data_fingerprints asserts the same values natively.
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  assert.equal(await page.locator('body').getAttribute('data-fingerprints'),
+    '9d3668cb4b60abd9 2fd6f770a08d8913 5dfb0951971331d8');
+  assert.deepEqual(problems, []);
+  await page.close();
+});

@@ -99,3 +99,13 @@ test('policy comparison: every policy in the table; the oracle bounds the mass o
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('GQA: per-query-head selection makes the cache hold a K/V copy per query head', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  const shared = await figure(page, 'gib-final');
+  await choose(page, 'Selection scope', 'query-head');
+  assert.equal(await figure(page, 'scope-copies'), 4, 'Llama-3-8B: 32 query heads over 8 KV heads');
+  assert.ok((await figure(page, 'gib-final')) > 3.5 * shared, 'about 4x the compressed cache');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
