@@ -52,6 +52,14 @@ pub enum LabError {
     /// A file could not be used (boxed: load errors carry file names and shapes).
     #[error("{0}")]
     Load(Box<LoadError>),
+    /// A setting outside its absolute range (see [`Settings::validate`]).
+    #[error("{message}")]
+    Setting {
+        /// The settings key.
+        field: String,
+        /// The message, naming the value and the range.
+        message: String,
+    },
     /// A parameter outside its data-dependent range.
     #[error("{message}")]
     Range {
@@ -70,8 +78,9 @@ impl From<LoadError> for LabError {
 
 impl LabError {
     /// The settings key of the control that caused the error (`"file"` for uploads).
-    pub fn field(&self) -> &'static str {
+    pub fn field(&self) -> &str {
         match self {
+            LabError::Setting { field, .. } => field,
             LabError::Synth(_) => "tokens",
             LabError::Quant(QuantError::Bits { .. }) => "bits",
             LabError::Quant(QuantError::GroupSize { .. })
@@ -1040,6 +1049,7 @@ fn together(
 impl Lab {
     /// A lab on data generated from `settings`.
     pub fn new(settings: Settings) -> Result<Lab, LabError> {
+        check(&settings)?;
         let data = generate(&settings)?;
         Lab::with_data(data, settings)
     }
@@ -1077,6 +1087,7 @@ impl Lab {
     /// generated), re-quantizes if a quantization control changed, re-selects if a selection
     /// control changed, and recomputes the budget. On error nothing changes.
     pub fn update(&mut self, s: &Settings) -> Result<&Figures, LabError> {
+        check(s)?;
         let regenerate = match &self.data.generated {
             Some(key) => *key != GenKey::of(s),
             None => false,
@@ -1359,6 +1370,13 @@ impl Lab {
     }
 }
 
+fn check(s: &Settings) -> Result<(), LabError> {
+    s.validate().map_err(|w| LabError::Setting {
+        field: w.key,
+        message: w.message,
+    })
+}
+
 fn data_figures(d: &Data) -> DataFigures {
     DataFigures {
         tokens: d.attention.cols(),
@@ -1436,6 +1454,7 @@ mod tests {
             budget: 16,
             recent: 4,
             window: 4,
+            future: 4,
             ..Settings::default()
         }
     }
@@ -1475,7 +1494,7 @@ mod tests {
         assert_eq!(e.field(), "budget");
         assert_eq!(
             e.to_string(),
-            "budget 65 is out of range: must be in 1..=64 (the number of tokens)"
+            "budget 65 is out of range: must be at most tokens (64)"
         );
         assert_eq!(lab.figures(), &before);
         let e = lab.update(&Settings { bits: 1, ..small() }).unwrap_err();
@@ -1586,6 +1605,60 @@ mod tests {
         assert_eq!(f.budget.extrapolated.m_codes, 4 * kv.m_codes);
         assert_eq!(f.budget.extrapolated.m_fp, kv.m_fp);
         assert!(f.budget.extrapolated.r_overall < kv.r_overall);
+    }
+
+    #[test]
+    fn out_of_range_settings_are_refused_not_panicked_on() {
+        let mut lab = Lab::new(small()).unwrap();
+        let before = lab.figures().clone();
+        for bad in [
+            Settings {
+                context: 0,
+                ..small()
+            },
+            Settings {
+                batch: 0,
+                ..small()
+            },
+            Settings {
+                kernel: 4,
+                ..small()
+            },
+            Settings {
+                memory_gib: 0,
+                ..small()
+            },
+            Settings {
+                steps: 0,
+                ..small()
+            },
+            Settings {
+                fp_bytes: 3,
+                ..small()
+            },
+            Settings {
+                lang: "fr".into(),
+                ..small()
+            },
+        ] {
+            let e = lab.update(&bad).unwrap_err();
+            assert!(
+                e.to_string().contains("out of range")
+                    || e.to_string().contains("not one of")
+                    || e.to_string().contains("even"),
+                "{e}"
+            );
+            assert_eq!(lab.figures(), &before);
+        }
+        assert_eq!(
+            lab.update(&Settings {
+                context: 0,
+                ..small()
+            })
+            .unwrap_err()
+            .field(),
+            "context"
+        );
     }
 
     #[test]

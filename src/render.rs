@@ -523,6 +523,7 @@ mod tests {
             budget: 16,
             recent: 4,
             window: 4,
+            future: 4,
             ..Settings::default()
         })
         .unwrap();

@@ -680,6 +680,35 @@ impl Settings {
         }
     }
 
+    /// Checks every field against its range (the same ranges [`Settings::from_query`]
+    /// enforces), for settings that arrive some other way than a URL (the page sends a whole
+    /// settings object). The error names the key, the value and the valid range.
+    ///
+    /// ```
+    /// use kvlab::state::Settings;
+    /// assert!(Settings::default().validate().is_ok());
+    /// let bad = Settings { context: 0, ..Settings::default() };
+    /// let e = bad.validate().unwrap_err();
+    /// assert_eq!(e.key, "context");
+    /// assert_eq!(e.message, "context 0 is out of range: must be an integer in 1..=4194304");
+    /// ```
+    pub fn validate(&self) -> Result<(), StateWarning> {
+        match Settings::from_query(&self.to_query())
+            .warnings
+            .into_iter()
+            .next()
+        {
+            None => Ok(()),
+            Some(mut w) => {
+                // A check reports; it does not repair: drop the "; X is used" tail.
+                if let Some(i) = w.message.find("; ") {
+                    w.message.truncate(i);
+                }
+                Err(w)
+            }
+        }
+    }
+
     /// The query string (without `?`) holding every value that differs from the default, in a
     /// fixed key order. `from_query(to_query(s)) == s` for every in-range `s`.
     pub fn to_query(&self) -> String {

@@ -404,7 +404,8 @@ function schedule(control, commit) {
     s.recent = Math.min(s.recent, T);
     s.steps = S;
     s.window = Math.min(s.window, S);
-    for (const k of ['budget', 'recent', 'window', 'steps']) app.pending.set(k, control);
+    s.future = Math.min(s.future, Math.max(0, S - 1));
+    for (const k of ['budget', 'recent', 'window', 'steps', 'future']) app.pending.set(k, control);
   }
   if (key === 'bits') $('#bits-value').textContent = control.value;
   for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;

@@ -104,7 +104,7 @@ for (const [file, expected] of CASES) {
   });
 }
 
-test('a good file and bad ones in one pick: the good one loads, the bad one is refused, the view stays', async () => {
+test('a good file and a bad one in one pick: the good one loads, the bad one is refused, the view stays', async () => {
   const { page, problems, requests } = await open(browser.context, urlWith(START));
   const before = await snapshot(page);
   await page.locator('details.upload summary').click();
@@ -120,6 +120,28 @@ test('a good file and bad ones in one pick: the good one loads, the bad one is r
   assert.equal(await page.locator('#file-list li', { hasText: 'csv_ragged.csv' }).count(), 0);
   assert.deepEqual(await snapshot(page), before, 'loading files does not change the data in use');
   await assertAlive(page, before);
+  assertOneOrigin(requests);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('markup in a file name and in its cells is shown as text, never run or fetched', async () => {
+  const { page, problems, requests } = await open(browser.context, urlWith(START));
+  const before = await snapshot(page);
+  await page.locator('details.upload summary').click();
+  const name = '<img src=x onerror=window.pwned=1>.csv';
+  const body = '1,2\n3,<img src="http://evil.example/x.png" onerror="window.pwned=2">\n';
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name, mimeType: 'text/csv', buffer: Buffer.from(body) },
+  ]);
+  const err = fileError(page);
+  await err.waitFor({ state: 'visible' });
+  const message = await err.textContent();
+  assert.ok(message.includes(name), `the name is shown as typed: ${message}`);
+  assert.match(message, /line 2, column 2: '<img src="http:\/\/evil\.example\/x\.png"/);
+  assert.equal(await page.locator('img').count(), 0, 'no element was made from the file');
+  assert.equal(await page.evaluate(() => window.pwned), undefined, 'no handler ran');
+  assert.deepEqual(await snapshot(page), before);
   assertOneOrigin(requests);
   assert.deepEqual(problems, []);
   await page.close();
