@@ -131,19 +131,20 @@ async function interact({ selector, value, events }) {
   performance.clearMeasures();
   performance.clearMarks('kvlab:update:start');
   const t0 = performance.now();
+  if (selector) el.value = String(value);
+  for (const type of events) el.dispatchEvent(new Event(type, { bubbles: true }));
   let rendered = 0;
-  const done = new Promise((resolve) => {
-    // Registered after the page's own frame callback (scheduled synchronously by the events).
+  const painted = await new Promise((resolve) => {
+    // Registered after the page's own frame callback (which the events scheduled), so this
+    // runs in the same frame, after the page's update.
     requestAnimationFrame(() => {
       const ch = new MessageChannel();
       ch.port1.onmessage = () => { rendered = performance.now(); };
       ch.port2.postMessage(0); // runs after this frame's rendering steps
+      // The next frame's callback: the frame holding the update has been painted.
       requestAnimationFrame(() => resolve(performance.now()));
     });
   });
-  if (selector) el.value = String(value);
-  for (const type of events) el.dispatchEvent(new Event(type, { bubbles: true }));
-  const painted = await done;
   // The post-frame task may run after the second frame callback when the frame is slow.
   if (!rendered) await new Promise((r) => setTimeout(r, 0));
   const measures = performance.getEntriesByType('measure')

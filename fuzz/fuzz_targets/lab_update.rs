@@ -39,86 +39,116 @@ fn wild64(u: &mut Unstructured) -> Result<u64> {
     })
 }
 
-/// Settings from a query string, then (per field, if the fuzzer says so) a raw override.
+/// A settings change to apply after parsing.
+type Edit = Box<dyn FnOnce(&mut Settings)>;
+
+/// Settings from a query string, then (per field, if the fuzzer says so) a raw override. The
+/// flags and raw values come first in the input and the query last, so even a short input
+/// reaches the overrides.
 fn settings(u: &mut Unstructured) -> Result<Settings> {
+    let flags: u32 = u.arbitrary()?;
+    let on = |bit: u32| flags & (1 << bit) != 0;
+    let mut edits: Vec<Edit> = Vec::new();
+    if on(0) {
+        let v = u.int_in_range(0usize..=256)?;
+        edits.push(Box::new(move |s| s.tokens = v));
+    }
+    if on(1) {
+        let v = u.int_in_range(0usize..=64)?;
+        edits.push(Box::new(move |s| s.steps = v));
+    }
+    if on(2) {
+        let v = u.int_in_range(0usize..=32)?;
+        edits.push(Box::new(move |s| s.channels = v));
+    }
+    if on(3) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.budget = v));
+    }
+    if on(4) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.recent = v));
+    }
+    if on(5) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.window = v));
+    }
+    if on(6) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.kernel = v));
+    }
+    if on(7) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.sinks = v));
+    }
+    if on(8) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.group = v));
+    }
+    if on(9) {
+        let v = u.arbitrary()?;
+        edits.push(Box::new(move |s| s.bits = v));
+    }
+    if on(10) {
+        let v = if u.arbitrary()? { Some(wild(u)?) } else { None };
+        edits.push(Box::new(move |s| s.channel = v));
+    }
+    if on(11) {
+        let v = u.int_in_range(0usize..=40)?;
+        edits.push(Box::new(move |s| s.outliers = v));
+    }
+    if on(12) {
+        let v = u.int_in_range(0usize..=40)?;
+        edits.push(Box::new(move |s| s.skewed = v));
+    }
+    if on(13) {
+        let v = u.arbitrary()?;
+        edits.push(Box::new(move |s| s.seed = v));
+    }
+    if on(14) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.layers = v));
+    }
+    if on(15) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.kv_heads = v));
+    }
+    if on(16) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.head_dim = v));
+    }
+    if on(17) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.fp_bytes = v));
+    }
+    if on(18) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.context = v));
+    }
+    if on(19) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.batch = v));
+    }
+    if on(20) {
+        let v = if u.arbitrary()? {
+            "custom".into()
+        } else {
+            "no-such-model".into()
+        };
+        edits.push(Box::new(move |s| s.model = v));
+    }
     let len = u.int_in_range(0usize..=200)?;
     let query = String::from_utf8_lossy(u.bytes(len.min(u.len()))?).into_owned();
     let mut s = Settings::from_query(&query).settings;
-    // Keep the generated data small whatever the query said (the raw overrides below may
-    // still pick up to T = 256, S = 64, d = 32).
+    // Keep the generated data small whatever the query said (the raw overrides may still pick
+    // up to T = 256, S = 64, d = 32).
     s.tokens = s.tokens.min(128);
     s.steps = s.steps.min(32);
     s.channels = s.channels.min(16);
     s.outliers = s.outliers.min(40);
     s.skewed = s.skewed.min(40);
-    let flags: u32 = u.arbitrary()?;
-    let on = |bit: u32| flags & (1 << bit) != 0;
-    if on(0) {
-        s.tokens = u.int_in_range(0usize..=256)?;
-    }
-    if on(1) {
-        s.steps = u.int_in_range(0usize..=64)?;
-    }
-    if on(2) {
-        s.channels = u.int_in_range(0usize..=32)?;
-    }
-    if on(3) {
-        s.budget = wild(u)?;
-    }
-    if on(4) {
-        s.recent = wild(u)?;
-    }
-    if on(5) {
-        s.window = wild(u)?;
-    }
-    if on(6) {
-        s.kernel = wild(u)?;
-    }
-    if on(7) {
-        s.sinks = wild(u)?;
-    }
-    if on(8) {
-        s.group = wild(u)?;
-    }
-    if on(9) {
-        s.bits = u.arbitrary()?;
-    }
-    if on(10) {
-        s.channel = if u.arbitrary()? { Some(wild(u)?) } else { None };
-    }
-    if on(11) {
-        s.outliers = u.int_in_range(0usize..=40)?;
-    }
-    if on(12) {
-        s.skewed = u.int_in_range(0usize..=40)?;
-    }
-    if on(13) {
-        s.seed = u.arbitrary()?;
-    }
-    if on(14) {
-        s.layers = wild64(u)?;
-    }
-    if on(15) {
-        s.kv_heads = wild64(u)?;
-    }
-    if on(16) {
-        s.head_dim = wild64(u)?;
-    }
-    if on(17) {
-        s.fp_bytes = wild64(u)?;
-    }
-    if on(18) {
-        s.context = wild64(u)?;
-    }
-    if on(19) {
-        s.batch = wild64(u)?;
-    }
-    if on(20) {
-        s.model = if u.arbitrary()? {
-            "custom".into()
-        } else {
-            "no-such-model".into()
-        };
+    for edit in edits {
+        edit(&mut s);
     }
     Ok(s)
 }

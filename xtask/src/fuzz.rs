@@ -88,6 +88,25 @@ const URL_SEEDS: &[&str] = &[
     "seed=-0&tokens=+1e2&steps=0x10&channels=1.5&bits=inf&budget=%2B7",
 ];
 
+/// Inputs of `lab_update` (fuzz_targets/lab_update.rs reads, per settings value, 4 bytes of
+/// override flags, the overrides, 1 byte of query length, the query): no overrides, and each
+/// URL seed as the first settings with the next one as an update.
+fn lab_update_seeds() -> Vec<Vec<u8>> {
+    let part = |q: &str| {
+        let q = &q.as_bytes()[..q.len().min(200)];
+        let mut b = vec![0u8; 4];
+        b.push(q.len() as u8);
+        b.extend_from_slice(q);
+        b
+    };
+    (0..URL_SEEDS.len())
+        .map(|i| {
+            let next = URL_SEEDS[(i + 1) % URL_SEEDS.len()];
+            [part(URL_SEEDS[i]), part(next), part("")].concat()
+        })
+        .collect()
+}
+
 /// Arguments: `[--seconds N] [TARGET...]`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Args {
@@ -321,11 +340,14 @@ fn seed_corpus(ws: &Workspace, target: &str) -> Result<PathBuf> {
         fs::copy(path, &to)
             .map_err(|e| format!("cannot copy {} to {}: {e}", path.display(), to.display()))?;
     }
-    if target == "url_state" {
-        for (i, q) in URL_SEEDS.iter().enumerate() {
-            let to = corpus.join(format!("seed-{i:02}"));
-            fs::write(&to, q).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
-        }
+    let generated: Vec<Vec<u8>> = match target {
+        "url_state" => URL_SEEDS.iter().map(|q| q.as_bytes().to_vec()).collect(),
+        "lab_update" => lab_update_seeds(),
+        _ => Vec::new(),
+    };
+    for (i, bytes) in generated.iter().enumerate() {
+        let to = corpus.join(format!("seed-{i:02}"));
+        fs::write(&to, bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
     }
     Ok(corpus)
 }
