@@ -156,8 +156,10 @@ def check(w, d, a, k):
     bad = []
     _, _, hat, stats = quant_dequant_stats(k)
     want_hat = np.load(os.path.join(d, f"{w}_expected_hat.npy"))
-    if not np.array_equal(hat.view(np.uint32), want_hat.view(np.uint32)):
-        bad.append(f"{w}: de-quantized keys differ in {np.count_nonzero(hat != want_hat)} elements")
+    bits_differ = np.count_nonzero(hat.view(np.uint32) != want_hat.view(np.uint32))
+    if bits_differ:
+        bad.append(f"{w}: de-quantized keys differ bitwise in {bits_differ} elements "
+                   f"({np.count_nonzero(hat != want_hat)} by value; the rest are -0.0 vs 0.0)")
     for key, want in exp["stats"].items():
         got = stats[key]
         if not np.isclose(got, want, rtol=1e-9, atol=0):
@@ -186,7 +188,8 @@ def one_run(root, quiet):
         for line in out.splitlines():
             if line.startswith("{"):
                 r = json.loads(line)
-                rust[(r["workload"], r["kernel"].split()[0])] = (r["p50_ms"], r["p95_ms"])
+                kernel = r["kernel"] if r["workload"] == "W3" else r["kernel"].split()[0]
+                rust[(r["workload"], kernel)] = (r["p50_ms"], r["p95_ms"])
         rows, problems = [], []
         for w in ["W1", "W2"]:
             a = np.load(os.path.join(d, f"{w}_attention.npy"))
@@ -215,9 +218,13 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     print(f"numpy {np.__version__}, python {sys.version.split()[0]}")
     problems = []
+    best = {}
     for i in range(args.runs):
         rows, bad, extra = one_run(root, quiet=i > 0)
         problems += bad
+        for w, name, r50, _, n50, _ in rows:
+            b = best.setdefault((w, name), [r50, n50])
+            b[0], b[1] = min(b[0], r50), min(b[1], n50)
         print(f"\nrun {i + 1}/{args.runs}")
         print(f"{'load':<4} {'kernel':<26} {'kvlab p50':>10} {'p95':>8} {'numpy p50':>10} {'p95':>8}"
               f" {'speed-up':>9}  target >= {TARGET:g}x")
@@ -227,7 +234,14 @@ def main():
             print(f"{w:<4} {name:<26} {r50:>10.3f} {r95:>8.3f} {n50:>10.3f} {n95:>8.3f}"
                   f" {ratio:>8.1f}x  {verdict}")
         for (w, name), (r50, r95) in extra.items():
-            print(f"{w:<4} {name:<26} {r50:>10.3f} {r95:>8.3f}  (native only)")
+            print(f"{w:<4} {name:<36} {r50:>8.3f} {r95:>8.3f}  (native only)")
+    if args.runs > 1:
+        # On a shared machine the lowest p50 of each side over the runs is the least disturbed.
+        print(f"\nbest p50 of {args.runs} runs (each side's lowest)")
+        print(f"{'load':<4} {'kernel':<26} {'kvlab p50':>10} {'numpy p50':>10} {'speed-up':>9}")
+        for (w, name), (r50, n50) in best.items():
+            verdict = "pass" if n50 / r50 >= TARGET else "MISS"
+            print(f"{w:<4} {name:<26} {r50:>10.3f} {n50:>10.3f} {n50 / r50:>8.1f}x  {verdict}")
     if problems:
         print("\nnumpy and Rust DISAGREE:")
         for p in problems:

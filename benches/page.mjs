@@ -55,10 +55,11 @@ const WORKLOADS = {
   W1: { tokens: 4096, steps: 64, channels: 128, budget: 512, recent: 64, target: 16 },
   W2: { tokens: 32768, steps: 64, channels: 128, budget: 4096, recent: 256, target: 50 },
 };
+// The issue's KB and MB are read as decimal (the stricter reading): 250 KB = 250,000 bytes.
 const COLD_TARGET_MS = 300;
-const WASM_GZ_TARGET = 250 * 1024;
-const PAGE_GZ_TARGET = 400 * 1024;
-const MEMORY_TARGET = 400 * 1024 * 1024;
+const WASM_GZ_TARGET = 250e3;
+const PAGE_GZ_TARGET = 400e3;
+const MEMORY_TARGET = 400e6;
 
 function parseArgs(argv) {
   const o = { n: 30, workloads: ['W1', 'W2'], cold: 5, warmup: 3, json: null };
@@ -100,6 +101,8 @@ const quantile = (xs, q) => {
 const fmt = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const mib = (b) => `${(b / 1048576).toFixed(1)} MiB`;
 const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
+const mb = (b) => `${(b / 1e6).toFixed(1)} MB`;
+const kb = (b) => `${(b / 1e3).toFixed(1)} kB`;
 
 /** A row "name  p50  p95  n" of a list of ms figures. */
 function row(name, xs, extra = '') {
@@ -194,16 +197,20 @@ function sizes() {
 // Memory
 
 function procStatus(pid) {
-  const kb = (text, key) => Number((text.match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm')) || [])[1] || NaN) * 1024;
+  const procKb = (text, key) => Number((text.match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm')) || [])[1] || NaN) * 1024;
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     let pss = NaN;
+    let priv = NaN;
     try {
-      pss = kb(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'), 'Pss');
+      const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+      pss = procKb(rollup, 'Pss');
+      // Private pages (what Chrome's task manager calls the memory footprint, without swap).
+      priv = procKb(rollup, 'Private_Clean') + procKb(rollup, 'Private_Dirty');
     } catch {
       // no smaps_rollup
     }
-    return { rss: kb(status, 'VmRSS'), hwm: kb(status, 'VmHWM'), pss };
+    return { rss: procKb(status, 'VmRSS'), hwm: procKb(status, 'VmHWM'), pss, priv };
   } catch {
     return null;
   }
@@ -448,8 +455,12 @@ function report(results, size) {
       out(`  memory ${when}: JS heap used ${mib(m.jsHeapUsed)} (total ${mib(m.jsHeapTotal)}), `
         + `wasm memory ${m.wasmMemory ? mib(m.wasmMemory) : m.wasmMemoryError}`);
       if (ren) {
-        out(`    renderer pid ${ren.pid}: RSS ${mib(ren.rss)}, peak RSS ${mib(ren.hwm)}, PSS ${mib(ren.pss)}`
-          + (when === 'after interactions' ? (ren.hwm <= MEMORY_TARGET ? '   pass (<= 400 MB)' : '   MISS (> 400 MB)') : ''));
+        out(`    renderer pid ${ren.pid}: RSS ${mib(ren.rss)}, peak RSS ${mib(ren.hwm)} (${mb(ren.hwm)}), `
+          + `PSS ${mib(ren.pss)}, private ${mib(ren.priv)} (${mb(ren.priv)})`);
+        if (when === 'after interactions') {
+          const verdict = (x) => (x <= MEMORY_TARGET ? 'pass' : 'MISS');
+          out(`    400 MB target: peak RSS ${verdict(ren.hwm)}, private footprint ${verdict(ren.priv)}`);
+        }
       }
       const others = m.processes.filter((p) => p !== ren && p.type !== 'renderer');
       if (others.length) out(`    other processes: ${others.map((p) => `${p.type} ${p.rss ? mib(p.rss) : p.error ?? '?'}`).join(', ')}`);
@@ -466,8 +477,8 @@ function report(results, size) {
   }
   out('\n## sizes (gzip at zlib default level, per file)');
   for (const f of size.files) out(`  ${f.file.padEnd(24)} ${kib(f.raw).padStart(11)} raw ${kib(f.gz).padStart(10)} gzip`);
-  out(`  wasm: ${kib(size.wasmRaw)} raw, ${kib(size.wasmGz)} gzip ${size.wasmGz <= WASM_GZ_TARGET ? 'pass' : 'MISS'} (<= 250 KB)`);
-  out(`  page (html+js+wasm+css): ${kib(size.pageRaw)} raw, ${kib(size.pageGz)} gzip ${size.pageGz <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 KB)`);
+  out(`  wasm: ${kib(size.wasmRaw)} raw, ${kib(size.wasmGz)} = ${kb(size.wasmGz)} gzip   ${size.wasmGz <= WASM_GZ_TARGET ? 'pass' : 'MISS'} (<= 250 kB)`);
+  out(`  page (html+js+wasm+css): ${kib(size.pageRaw)} raw, ${kib(size.pageGz)} = ${kb(size.pageGz)} gzip   ${size.pageGz <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 kB)`);
   return lines.join('\n');
 }
 

@@ -311,6 +311,23 @@ impl Parser {
     where
         T: Copy + PartialOrd + std::fmt::Display + TryFrom<i128>,
     {
+        let (lo_i, hi_i) = (
+            lo.to_string().parse::<i128>().unwrap_or(0),
+            hi.to_string().parse::<i128>().unwrap_or(0),
+        );
+        // Whole numbers are read exactly (an f64 would silently round 2^53 + 1).
+        if let Ok(n) = raw.trim().parse::<i128>() {
+            let r = n.clamp(lo_i, hi_i);
+            if r != n {
+                self.warn(
+                    key,
+                    format!(
+                        "{key} {raw} is out of range: must be an integer in {lo}..={hi}; {r} is used"
+                    ),
+                );
+            }
+            return T::try_from(r).ok();
+        }
         let parsed = raw.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         let Some(v) = parsed else {
             self.warn(
@@ -319,10 +336,6 @@ impl Parser {
             );
             return None;
         };
-        let (lo_i, hi_i) = (
-            lo.to_string().parse::<i128>().unwrap_or(0),
-            hi.to_string().parse::<i128>().unwrap_or(0),
-        );
         let r = v.round().clamp(lo_i as f64, hi_i as f64) as i128;
         if (r as f64) != v {
             self.warn(
@@ -873,6 +886,23 @@ mod tests {
         assert_eq!(p.settings.model, "llama-3-8b");
         assert_eq!(model_slug("DeepSeek-V2 (MLA)"), "deepseek-v2-mla");
         assert_eq!(model_slug("Qwen2.5-7B"), "qwen2.5-7b");
+    }
+
+    #[test]
+    fn whole_numbers_are_read_exactly() {
+        // 2^53 + 1 is not an f64: it must be refused with a message, not silently rounded.
+        let p = Settings::from_query("seed=9007199254740993");
+        assert_eq!(p.settings.seed, 1 << 53);
+        assert_eq!(p.warnings.len(), 1);
+        let s = Settings {
+            seed: (1 << 53) + 1,
+            ..Settings::default()
+        };
+        assert_eq!(s.validate().unwrap_err().key, "seed");
+        assert_eq!(
+            Settings::from_query("seed=12345678901").settings.seed,
+            12_345_678_901
+        );
     }
 
     #[test]

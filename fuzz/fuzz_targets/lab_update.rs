@@ -2,7 +2,8 @@
 //! `Lab::update(&other)`, with settings that start from a parsed URL query and then have their
 //! numeric fields overwritten by raw values far outside the clamped ranges (0, max + 1,
 //! `usize::MAX`...), as a hand-written JS object passed to `Page::update` could. Errors are fine;
-//! a panic is a bug, and a refused update must leave every figure as it was.
+//! a panic is a bug, a refused update must leave every figure as it was, and settings the lab
+//! accepts must round-trip exactly through `to_query` / `from_query` (a link reproduces the view).
 //!
 //! Data-size fields stay small (`T <= 256`, `d <= 32`, `S <= 64`) so an execution is cheap and
 //! the run explores parameters, not allocation. The model fields (`layers`, `context`...) get
@@ -34,7 +35,7 @@ fn wild64(u: &mut Unstructured) -> Result<u64> {
         0 => 0,
         1 => u64::MAX,
         2 => u.int_in_range(0u64..=5000)?,
-        3 => 1u64 << u.int_in_range(0u32..=63)?,
+        3 => (1u64 << u.int_in_range(0u32..=63)?).wrapping_add(u.int_in_range(0u64..=2)?),
         _ => u.arbitrary()?,
     })
 }
@@ -102,7 +103,7 @@ fn settings(u: &mut Unstructured) -> Result<Settings> {
         edits.push(Box::new(move |s| s.skewed = v));
     }
     if on(13) {
-        let v = u.arbitrary()?;
+        let v = wild64(u)?;
         edits.push(Box::new(move |s| s.seed = v));
     }
     if on(14) {
@@ -137,6 +138,30 @@ fn settings(u: &mut Unstructured) -> Result<Settings> {
         };
         edits.push(Box::new(move |s| s.model = v));
     }
+    if on(21) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.future = v));
+    }
+    if on(22) {
+        let v = u.arbitrary()?;
+        edits.push(Box::new(move |s| s.kivi_kbits = v));
+    }
+    if on(23) {
+        let v = u.arbitrary()?;
+        edits.push(Box::new(move |s| s.kivi_vbits = v));
+    }
+    if on(24) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.kivi_group = v));
+    }
+    if on(25) {
+        let v = wild(u)?;
+        edits.push(Box::new(move |s| s.kivi_residual = v));
+    }
+    if on(26) {
+        let v = wild64(u)?;
+        edits.push(Box::new(move |s| s.memory_gib = v));
+    }
     let len = u.int_in_range(0usize..=200)?;
     let query = String::from_utf8_lossy(u.bytes(len.min(u.len()))?).into_owned();
     let mut s = Settings::from_query(&query).settings;
@@ -153,14 +178,30 @@ fn settings(u: &mut Unstructured) -> Result<Settings> {
     Ok(s)
 }
 
+/// What the lab accepts, a link reproduces: the URL round trip is exact and repairs nothing.
+fn assert_link_reproduces(s: &Settings) {
+    let query = s.to_query();
+    let link = Settings::from_query(&query);
+    assert!(
+        link.warnings.is_empty(),
+        "accepted settings are repaired by their own URL {query:?}: {:?}",
+        link.warnings
+    );
+    assert_eq!(
+        &link.settings, s,
+        "accepted settings do not round-trip through {query:?}"
+    );
+}
+
 fn run(data: &[u8]) -> Result<()> {
     let mut u = Unstructured::new(data);
     let first = settings(&mut u)?;
     let second = settings(&mut u)?;
     let third = settings(&mut u)?;
-    let Ok(mut lab) = Lab::new(first) else {
+    let Ok(mut lab) = Lab::new(first.clone()) else {
         return Ok(());
     };
+    assert_link_reproduces(&first);
     for s in [&second, &third] {
         // Debug text, not `==`: figures may hold NaN, and "unchanged" means bit-for-bit here.
         let before = format!("{:?}", lab.figures());
@@ -168,6 +209,7 @@ fn run(data: &[u8]) -> Result<()> {
         match lab.update(s) {
             Ok(_) => {
                 assert_eq!(lab.settings(), s);
+                assert_link_reproduces(s);
                 let _ = lab.export_json();
                 let _ = lab.export_csv();
             }

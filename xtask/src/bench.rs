@@ -3,7 +3,7 @@
 //! ```text
 //! cargo xtask bench [all]          page + core
 //! cargo xtask bench page [ARGS]    dist, serve it on a free port, `node benches/page.mjs ARGS`
-//! cargo xtask bench core           `python3 benches/numpy_compare.py` (Rust kernels vs numpy),
+//! cargo xtask bench core           `python3 benches/numpy_compare.py --runs 3` (kernels vs numpy),
 //!                                  then `cargo bench --bench core -- --lab-only` (page update path)
 //! ```
 //!
@@ -73,7 +73,10 @@ fn core(ws: &Workspace) -> Result<()> {
         .map(|s| s.success())
         .unwrap_or(false);
     if has_numpy {
-        run_status(ws.command(&python).arg("benches/numpy_compare.py"))?;
+        run_status(
+            ws.command(&python)
+                .args(["benches/numpy_compare.py", "--runs", "3"]),
+        )?;
     } else {
         println!(
             "xtask: skipping benches/numpy_compare.py: numpy is not installed \
