@@ -521,18 +521,20 @@ function addFile(name, buf) {
 async function onFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
+  const errors = []; // every refused file keeps its own message
   for (const file of input.files) {
     if (file.size > MAX_UPLOAD) {
-      showError(input, `${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
+      errors.push(`${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
       continue;
     }
     try {
       const buf = new Uint8Array(await file.arrayBuffer());
       addFile(file.name, buf);
     } catch (e) {
-      showError(input, e.message ?? String(e));
+      errors.push(e.message ?? String(e));
     }
   }
+  if (errors.length) showError(input, errors.join('\n'));
   const values = $('#up-values');
   if (![...values.options].some((o) => o.value === '')) {
     const none = new Option(t(app.lang, 'data.none'), '');
@@ -707,8 +709,9 @@ async function main() {
   try {
     app.page = new Page(parsed.settings);
   } catch (e) {
-    // A link can ask for data the generator refuses; fall back to the defaults and say why.
-    showWarnings('#url-warnings', [e.message ?? String(e)]);
+    // A link can ask for data the generator refuses; fall back to the defaults and say why
+    // (after the repairs already listed).
+    showWarnings('#url-warnings', [...parsed.warnings.map((w) => w.message), e.message ?? String(e)]);
     parsed.settings = { ...parseQuery('').settings, lang: app.lang };
     app.page = new Page(parsed.settings);
   }
