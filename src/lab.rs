@@ -16,8 +16,8 @@ use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
 use crate::kivi::{channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, TensorError};
 use crate::policy::{self, Policy, QualityReport, SelectionScope, SweepCurve};
 use crate::quant::{
-    error_stats, group_errors, quantize, row_errors, ErrorStats, Granularity, GroupError,
-    QuantConfig, QuantError, Quantized, RowError,
+    error_stats, quantize, ErrorStats, Granularity, GroupError, QuantConfig, QuantError, Quantized,
+    RowError,
 };
 use crate::select::{
     h2o, mass_retained, observation_scores, snapkv, streaming_llm, Pooling, Role, SelectError,
@@ -259,6 +259,8 @@ pub struct CompareFigures {
     pub eval_rows: usize,
     /// One row per policy.
     pub rows: Vec<PolicyRow>,
+    /// Whether the output error was computed (it is skipped above [`OUTPUT_ERROR_MAX_WORK`]).
+    pub output_error: bool,
 }
 
 /// KIVI-style mixed precision on the loaded K and V (beyond the note).
@@ -445,6 +447,8 @@ pub struct QuantView {
     pub channel_values: Vec<f32>,
     /// The shown channel's grid (first group of the channel).
     pub channel_grid: Vec<f64>,
+    /// RMSE at one bit fewer (the "which lever" comparison), `None` at the scheme's minimum.
+    pub rmse_one_bit_fewer: Option<f64>,
     /// The figures.
     pub figures: QuantFigures,
 }
@@ -467,6 +471,8 @@ pub struct SelectView {
     pub selection: Selection,
     /// Attention mass retained per step.
     pub mass: Vec<f64>,
+    /// `(kept count, mean mass)` at `B x 0.9` (the "which lever" comparison), if smaller.
+    pub fewer_tokens: Option<(usize, f64)>,
     /// The figures.
     pub figures: SelectFigures,
 }
@@ -499,7 +505,7 @@ impl SelectKey {
 /// The policy comparison and the trade-off sweep the charts draw.
 #[derive(Debug, Clone)]
 pub struct CompareView {
-    key: (SelectKey, QuantKey, usize),
+    key: (SelectKey, Option<QuantKey>, usize),
     /// Trade-off curves: one per policy, over budgets, mass retained vs `R_overall`.
     pub curves: Vec<SweepCurve>,
     /// The kept sets of each policy at the current B (for token strips).
@@ -542,19 +548,83 @@ pub fn sweep_budgets(t: usize) -> Vec<usize> {
     out
 }
 
+/// Fills each sweep point's `R_overall` on the data with the current bits, scheme, groups and
+/// index kind (cheap: redone on every update so the x axis follows the quantization).
+fn annotate(curves: &mut [SweepCurve], data: &Data, s: &Settings) -> Result<(), LabError> {
+    let model = ModelConfig {
+        name: "data".into(),
+        layers: 1,
+        n_kv_heads: 1,
+        n_heads: 1,
+        d_head: data.keys.cols() as u64,
+        fp_bytes: 2,
+        mla_latent: None,
+        sliding: None,
+    };
+    let t = data.attention.cols() as u64;
+    let template = compression(s, t, s.budget.min(t as usize) as u64, s.bits);
+    policy::annotate_r_overall(curves, &model, &template, SelectionScope::PerKvHead).map_err(|e| {
+        LabError::Range {
+            field: "future",
+            message: e.to_string(),
+        }
+    })
+}
+
+/// What the comparison depends on: the selection controls, the future rows, and the
+/// quantization only when the output error (which uses V at the current bits) is computed.
+fn compare_key(
+    data: &Data,
+    s: &Settings,
+    quant: &QuantView,
+) -> (SelectKey, Option<QuantKey>, usize) {
+    let a = &data.attention;
+    let observed = a.rows() - s.future.min(a.rows() - 1);
+    let eval = if observed < a.rows() {
+        a.rows() - observed
+    } else {
+        a.rows()
+    };
+    let with_values = eval
+        .saturating_mul(a.cols())
+        .saturating_mul(data.values.cols())
+        <= OUTPUT_ERROR_MAX_WORK;
+    (
+        SelectKey::of(s),
+        with_values.then(|| quant.key.clone()),
+        s.future,
+    )
+}
+
+/// Largest `eval rows x T x d` for which the comparison computes the output error.
+pub const OUTPUT_ERROR_MAX_WORK: usize = 1 << 24;
+
 fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareView, LabError> {
     let a = &data.attention;
     let observed = a.rows() - s.future.min(a.rows() - 1);
     let policies = policies_of(s, a.rows());
     let v = &data.values;
+    let eval = if observed < a.rows() {
+        a.rows() - observed
+    } else {
+        a.rows()
+    };
+    // The output error costs eval rows x T x d per policy: above OUTPUT_ERROR_MAX_WORK the
+    // table shows mass only, so a slider never blocks the page for seconds at long contexts.
+    let with_values =
+        eval.saturating_mul(a.cols()).saturating_mul(v.cols()) <= OUTPUT_ERROR_MAX_WORK;
     // V at the current bits, with the current quantization settings.
-    let v_hat = quantize(v, &quant.key.config)?.dequantize();
+    let v_hat = if with_values {
+        Some(quantize(v, &quant.key.config)?.dequantize())
+    } else {
+        None
+    };
     let budget = s.budget.min(a.cols());
     let reports = policy::compare(
         &policies,
         a,
-        Some(v),
-        Some(&v_hat),
+        with_values.then_some(v),
+        v_hat.as_ref(),
         budget,
         s.recent,
         observed,
@@ -594,31 +664,16 @@ fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareV
         field: "future",
         message: e.to_string(),
     })?;
-    let model = ModelConfig {
-        name: "data".into(),
-        layers: 1,
-        n_kv_heads: 1,
-        n_heads: 1,
-        d_head: data.keys.cols() as u64,
-        fp_bytes: 2,
-        mla_latent: None,
-        sliding: None,
-    };
-    let template = compression(s, a.cols() as u64, budget as u64, s.bits);
-    policy::annotate_r_overall(&mut curves, &model, &template, SelectionScope::PerKvHead).map_err(
-        |e| LabError::Range {
-            field: "future",
-            message: e.to_string(),
-        },
-    )?;
+    annotate(&mut curves, data, s)?;
     Ok(CompareView {
-        key: (SelectKey::of(s), quant.key.clone(), s.future),
+        key: compare_key(data, s, quant),
         curves,
         selections,
         figures: CompareFigures {
             observed_rows: observed,
             eval_rows,
             rows,
+            output_error: with_values,
         },
     })
 }
@@ -656,25 +711,18 @@ fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
         KvPick::V => &data.values,
     };
     let quantized = quantize(x, &config)?;
-    let stats =
-        crate::quant::try_error_stats(x, &quantized, 2, s.meta).map_err(|e| LabError::Range {
+    // One pass for the statistics, the per-group and per-row bounds and |x - x_hat|.
+    let analysis =
+        crate::quant::analyze(x, &quantized, 2, s.meta).map_err(|e| LabError::Range {
             field: "file",
             message: e.to_string(),
         })?;
-    let shape_err = |e: crate::quant::ShapeMismatch| LabError::Range {
-        field: "file",
-        message: e.to_string(),
-    };
-    let groups = group_errors(x, &quantized).map_err(shape_err)?;
-    let rows = row_errors(x, &quantized).map_err(shape_err)?;
-    let mut hat = vec![0f32; x.data().len()];
-    quantized.dequantize_into(&mut hat);
-    let abs_err: Vec<f32> = x
-        .data()
-        .iter()
-        .zip(&hat)
-        .map(|(a, b)| (a - b).abs())
-        .collect();
+    let crate::quant::Analysis {
+        stats,
+        groups,
+        rows,
+        abs_err,
+    } = analysis;
     let channel = match s.channel {
         Some(c) if c < x.cols() => c,
         Some(c) => {
@@ -734,7 +782,18 @@ fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
         meta_bytes,
         fp_bytes: n * 2,
     };
+    let min_bits = *QuantConfig::bits_range(config.scheme).start();
+    let rmse_one_bit_fewer = if config.bits > min_bits {
+        let cfg = QuantConfig {
+            bits: config.bits - 1,
+            ..config
+        };
+        Some(error_stats(x, &quantize(x, &cfg)?).rmse)
+    } else {
+        None
+    };
     Ok(QuantView {
+        rmse_one_bit_fewer,
         key: QuantKey {
             config,
             tensor: s.tensor,
@@ -782,6 +841,21 @@ pub fn compact_ranges(indices: &[usize]) -> String {
 }
 
 fn select_view(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
+    let mut v = select_view_at(data, s)?;
+    let smaller = (s.budget as f64 * 0.9).floor() as usize;
+    if smaller >= 1 && smaller < s.budget {
+        let s2 = Settings {
+            budget: smaller,
+            sinks: s.sinks.min(smaller),
+            ..s.clone()
+        };
+        let w = select_view_at(data, &s2)?;
+        v.fewer_tokens = Some((w.selection.kept.len(), w.figures.mass_mean));
+    }
+    Ok(v)
+}
+
+fn select_view_at(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
     let a = &data.attention;
     let t = a.cols();
     let err = |field: &'static str| move |error: SelectError| LabError::Select { field, error };
@@ -852,6 +926,7 @@ fn select_view(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
         scores,
         selection,
         mass,
+        fewer_tokens: None,
         figures,
     })
 }
@@ -983,61 +1058,43 @@ fn together(
 ) -> Result<TogetherFigures, LabError> {
     let kept = select.selection.kept.len();
     let before = budget.data.m_final;
-    let min_bits = QuantConfig::bits_range(s.scheme).start().to_owned();
-    let fewer_bits = if s.bits > min_bits {
-        let x = match s.tensor {
-            KvPick::K => &data.keys,
-            KvPick::V => &data.values,
-        };
-        let cfg = QuantConfig {
-            bits: s.bits - 1,
-            ..quant_config(s)
-        };
-        let q = quantize(x, &cfg)?;
-        let st = error_stats(x, &q);
-        Lever {
+    let rmse = quant.figures.stats.rmse;
+    let fewer_bits = match quant.rmse_one_bit_fewer {
+        Some(after) => Lever {
             lever: "bits-1",
             bytes_before: before,
             bytes_after: data_breakdown(data, s, kept, s.bits - 1)?.m_final,
-            quality_before: quant.figures.stats.rmse,
-            quality_after: st.rmse,
+            quality_before: rmse,
+            quality_after: after,
             possible: true,
-        }
-    } else {
-        Lever {
+        },
+        None => Lever {
             lever: "bits-1",
             bytes_before: before,
             bytes_after: before,
-            quality_before: quant.figures.stats.rmse,
-            quality_after: quant.figures.stats.rmse,
+            quality_before: rmse,
+            quality_after: rmse,
             possible: false,
-        }
+        },
     };
-    let smaller = (s.budget as f64 * 0.9).floor() as usize;
-    let fewer_tokens = if smaller >= 1 && smaller < s.budget {
-        let s2 = Settings {
-            budget: smaller,
-            sinks: s.sinks.min(smaller),
-            ..s.clone()
-        };
-        let v = select_view(data, &s2)?;
-        Lever {
+    let mass = select.figures.mass_mean;
+    let fewer_tokens = match select.fewer_tokens {
+        Some((kept_after, mass_after)) => Lever {
             lever: "tokens-10pct",
             bytes_before: before,
-            bytes_after: data_breakdown(data, s, v.selection.kept.len(), s.bits)?.m_final,
-            quality_before: select.figures.mass_mean,
-            quality_after: v.figures.mass_mean,
+            bytes_after: data_breakdown(data, s, kept_after, s.bits)?.m_final,
+            quality_before: mass,
+            quality_after: mass_after,
             possible: true,
-        }
-    } else {
-        Lever {
+        },
+        None => Lever {
             lever: "tokens-10pct",
             bytes_before: before,
             bytes_after: before,
-            quality_before: select.figures.mass_mean,
-            quality_after: select.figures.mass_mean,
+            quality_before: mass,
+            quality_after: mass,
             possible: false,
-        }
+        },
     };
     Ok(TogetherFigures {
         r_overall: budget.data.r_overall,
@@ -1114,13 +1171,13 @@ impl Lab {
         let select = new_select.as_ref().unwrap_or(&self.select);
         let budget = budget_figures(data, s, select.selection.kept.len())?;
         let together = together(data, s, quant, select, &budget)?;
-        let compare_key = (SelectKey::of(s), quant.key.clone(), s.future);
-        let new_compare = if regenerate || compare_key != self.compare.key {
-            Some(compare_view(data, s, quant)?)
+        let mut new_compare = if regenerate || compare_key(data, s, quant) != self.compare.key {
+            compare_view(data, s, quant)?
         } else {
-            None
+            self.compare.clone()
         };
-        let compare = new_compare.as_ref().unwrap_or(&self.compare);
+        annotate(&mut new_compare.curves, data, s)?;
+        let compare = &new_compare;
         let new_kivi = if regenerate || kivi_config(s, data) != self.kivi.0 {
             Some((kivi_config(s, data), kivi_figures(data, s)?))
         } else {
@@ -1145,9 +1202,7 @@ impl Lab {
         if let Some(v) = new_select {
             self.select = v;
         }
-        if let Some(c) = new_compare {
-            self.compare = c;
-        }
+        self.compare = new_compare;
         if let Some(k) = new_kivi {
             self.kivi = k;
         }

@@ -208,6 +208,27 @@ impl GroupLayout {
         self.blocks
     }
 
+    /// Fills `out[c]` with the group of element (`row`, `c`) for every column: the same as
+    /// [`GroupLayout::group_of`] without a division per element (hot loops use this).
+    pub fn row_groups(&self, row: usize, out: &mut Vec<usize>) {
+        out.clear();
+        match self.granularity {
+            Granularity::PerChannel => {
+                let block = row / self.group_size;
+                out.extend((0..self.cols).map(|c| c * self.blocks + block));
+            }
+            Granularity::PerToken => {
+                let base = row * self.blocks;
+                let g = self.group_size;
+                for b in 0..self.blocks {
+                    let n = g.min(self.cols - b * g);
+                    out.extend(std::iter::repeat(base + b).take(n));
+                }
+            }
+            Granularity::PerTensor => out.resize(self.cols, 0),
+        }
+    }
+
     /// Group of element (`row`, `col`). Per-channel groups are numbered channel-major
     /// (`col * blocks + row / g`), per-token groups token-major (`row * blocks + col / g`).
     #[inline]
@@ -273,9 +294,10 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
     let n_groups = layout.groups();
     let mut lo = vec![f32::INFINITY; n_groups];
     let mut hi = vec![f32::NEG_INFINITY; n_groups];
+    let mut groups = Vec::with_capacity(x.cols());
     for (r, row) in x.iter_rows().enumerate() {
-        for (c, &v) in row.iter().enumerate() {
-            let g = layout.group_of(r, c);
+        layout.row_groups(r, &mut groups);
+        for (&v, &g) in row.iter().zip(&groups) {
             lo[g] = lo[g].min(v);
             hi[g] = hi[g].max(v);
         }
@@ -329,8 +351,8 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
     let cols = x.cols();
     for (r, row) in x.iter_rows().enumerate() {
         let out = &mut codes[r * cols..(r + 1) * cols];
-        for (c, (&v, q)) in row.iter().zip(out.iter_mut()).enumerate() {
-            let g = layout.group_of(r, c);
+        layout.row_groups(r, &mut groups);
+        for ((&v, q), &g) in row.iter().zip(out.iter_mut()).zip(&groups) {
             let s = f64::from(scales[g]);
             *q = if constant[g] {
                 match config.scheme {
@@ -415,12 +437,25 @@ impl Quantized {
     /// (length `rows * cols`; shorter buffers are filled as far as they go).
     pub fn dequantize_into(&self, out: &mut [f32]) {
         let cols = self.layout.cols.max(1);
-        for (i, (o, &q)) in out.iter_mut().zip(&self.codes).enumerate() {
-            let g = self.layout.group_of(i / cols, i % cols);
-            let s = f64::from(self.scales[g]);
-            let zp = self.zero_points.get(g).copied().unwrap_or(0);
-            *o = (s * (i64::from(q) - zp) as f64) as f32;
+        let mut groups = Vec::with_capacity(cols);
+        for (r, (orow, qrow)) in out
+            .chunks_mut(cols)
+            .zip(self.codes.chunks(cols))
+            .enumerate()
+        {
+            self.layout.row_groups(r, &mut groups);
+            for ((o, &q), &g) in orow.iter_mut().zip(qrow).zip(&groups) {
+                *o = self.value(q, g);
+            }
         }
+    }
+
+    /// `x_hat` of code `q` in group `g`.
+    #[inline]
+    fn value(&self, q: i32, g: usize) -> f32 {
+        let s = f64::from(self.scales[g]);
+        let zp = self.zero_points.get(g).copied().unwrap_or(0);
+        (s * (i64::from(q) - zp) as f64) as f32
     }
 
     /// The de-quantized tensor `x_hat`.
@@ -582,12 +617,17 @@ pub fn try_error_stats(
     let mut sig_sq = 0f64;
     let mut exp_mse = 0f64;
     let mut worst = 0f64;
-    let zps = q.zero_points();
+    let mut ids = Vec::with_capacity(cols);
+    let mut row_ids_for = usize::MAX;
     for (i, (&v, &code)) in x.data().iter().zip(q.codes()).enumerate() {
-        let g = q.layout.group_of(i / cols, i % cols);
+        let (r, c) = (i / cols, i % cols);
+        if r != row_ids_for {
+            q.layout.row_groups(r, &mut ids);
+            row_ids_for = r;
+        }
+        let g = ids[c];
         let s = f64::from(q.scales[g]);
-        let zp = zps.get(g).copied().unwrap_or(0);
-        let hat = f64::from((s * (i64::from(code) - zp) as f64) as f32);
+        let hat = f64::from(q.value(code, g));
         let e = (f64::from(v) - hat).abs();
         max_abs = max_abs.max(e);
         sum_abs += e;
@@ -616,6 +656,70 @@ pub fn try_error_stats(
         worst_bound_use: worst,
         compression_ratio: (n as u64 * source_bytes) as f64 / stored as f64,
         compression_ratio_no_meta: (source_bytes * 8) as f64 / f64::from(bits),
+    })
+}
+
+/// Everything the page draws about one quantization, from a single pass over the tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    /// The error statistics ([`try_error_stats`]).
+    pub stats: ErrorStats,
+    /// Per-group max error and bound ([`group_errors`]).
+    pub groups: Vec<GroupError>,
+    /// Per-row squared error and bound ([`row_errors`]).
+    pub rows: Vec<RowError>,
+    /// `|x - x_hat|`, row-major.
+    pub abs_err: Vec<f32>,
+}
+
+/// [`try_error_stats`], [`group_errors`], [`row_errors`] and `|x - x_hat|` in one pass (the
+/// same numbers, computed once; the page calls this on every quantization change).
+pub fn analyze(
+    x: &Matrix,
+    q: &Quantized,
+    source_bytes: u64,
+    meta: MetaDtype,
+) -> Result<Analysis, ShapeMismatch> {
+    let stats = try_error_stats(x, q, source_bytes, meta)?;
+    let cols = x.cols();
+    let mut groups: Vec<GroupError> = q
+        .scales
+        .iter()
+        .map(|&s| GroupError {
+            max_abs: 0.0,
+            bound: s / 2.0,
+        })
+        .collect();
+    let mut rows = Vec::with_capacity(x.rows());
+    let mut abs_err = vec![0f32; x.data().len()];
+    let mut ids = Vec::with_capacity(cols);
+    for (r, ((row, qrow), erow)) in x
+        .iter_rows()
+        .zip(q.codes.chunks(cols))
+        .zip(abs_err.chunks_mut(cols))
+        .enumerate()
+    {
+        q.layout.row_groups(r, &mut ids);
+        let mut sq_err = 0f64;
+        let mut bound = 0f64;
+        for (((&v, &code), e), &g) in row.iter().zip(qrow).zip(erow.iter_mut()).zip(&ids) {
+            let h = q.value(code, g);
+            *e = (v - h).abs();
+            if *e > groups[g].max_abs {
+                groups[g].max_abs = *e;
+            }
+            let d = f64::from(v) - f64::from(h);
+            sq_err += d * d;
+            let s = f64::from(q.scales[g]);
+            bound += s * s / 4.0;
+        }
+        rows.push(RowError { sq_err, bound });
+    }
+    Ok(Analysis {
+        stats,
+        groups,
+        rows,
+        abs_err,
     })
 }
 

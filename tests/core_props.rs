@@ -330,3 +330,21 @@ fn selection_matches_a_full_sort_reference() {
         assert_eq!(snapkv(&obs, b, r).unwrap().kept, got.kept);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The one-pass analysis the page uses gives exactly the separate functions' numbers.
+    #[test]
+    fn one_pass_analysis_matches_the_separate_functions(x in matrix(10, 7), c in config()) {
+        let c = fit_group(&x, c);
+        let q = quantize(&x, &c).unwrap();
+        let a = kvlab::quant::analyze(&x, &q, 2, kvlab::quant::MetaDtype::F16).unwrap();
+        prop_assert_eq!(a.stats, error_stats(&x, &q));
+        prop_assert_eq!(a.groups, group_errors(&x, &q).unwrap());
+        prop_assert_eq!(a.rows, row_errors(&x, &q).unwrap());
+        let hat = q.dequantize();
+        let want: Vec<f32> = x.data().iter().zip(hat.data()).map(|(a, b)| (a - b).abs()).collect();
+        prop_assert_eq!(a.abs_err, want);
+    }
+}

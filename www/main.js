@@ -195,7 +195,8 @@ function writeKivi(k) {
 /** The policy table: text only (no HTML), one row per policy. */
 function writeCompare(c) {
   figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
-    t(app.lang, 'compare.rows').replace('{o}', c.observedRows).replace('{e}', c.evalRows));
+    t(app.lang, 'compare.rows').replace('{o}', c.observedRows).replace('{e}', c.evalRows)
+    + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
   const body = $('#compare-rows');
   const rows = c.rows.map((r) => {
     const tr = document.createElement('tr');
