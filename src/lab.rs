@@ -551,16 +551,7 @@ pub fn sweep_budgets(t: usize) -> Vec<usize> {
 /// Fills each sweep point's `R_overall` on the data with the current bits, scheme, groups and
 /// index kind (cheap: redone on every update so the x axis follows the quantization).
 fn annotate(curves: &mut [SweepCurve], data: &Data, s: &Settings) -> Result<(), LabError> {
-    let model = ModelConfig {
-        name: "data".into(),
-        layers: 1,
-        n_kv_heads: 1,
-        n_heads: 1,
-        d_head: data.keys.cols() as u64,
-        fp_bytes: 2,
-        mla_latent: None,
-        sliding: None,
-    };
+    let model = data_model(data);
     let t = data.attention.cols() as u64;
     let template = compression(s, t, s.budget.min(t as usize) as u64, s.bits);
     policy::annotate_r_overall(curves, &model, &template, SelectionScope::PerKvHead).map_err(|e| {
@@ -964,8 +955,9 @@ pub fn model_of(s: &Settings) -> ModelConfig {
     }
 }
 
-fn data_breakdown(data: &Data, s: &Settings, kept: usize, bits: u8) -> Result<Breakdown, LabError> {
-    let model = ModelConfig {
+/// The loaded data as a "model": one layer, one KV head, `d_head = d`, fp16.
+fn data_model(data: &Data) -> ModelConfig {
+    ModelConfig {
         name: "data".into(),
         layers: 1,
         n_kv_heads: 1,
@@ -974,7 +966,11 @@ fn data_breakdown(data: &Data, s: &Settings, kept: usize, bits: u8) -> Result<Br
         fp_bytes: 2,
         mla_latent: None,
         sliding: None,
-    };
+    }
+}
+
+fn data_breakdown(data: &Data, s: &Settings, kept: usize, bits: u8) -> Result<Breakdown, LabError> {
+    let model = data_model(data);
     Ok(breakdown(
         &model,
         &compression(s, data.attention.cols() as u64, kept as u64, bits),

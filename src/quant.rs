@@ -734,26 +734,7 @@ pub struct GroupError {
 
 /// Per-group maximum error and its bound, in group order (see [`GroupLayout::group_of`]).
 pub fn group_errors(x: &Matrix, q: &Quantized) -> Result<Vec<GroupError>, ShapeMismatch> {
-    check_shape(x, q)?;
-    let mut out: Vec<GroupError> = q
-        .scales
-        .iter()
-        .map(|&s| GroupError {
-            max_abs: 0.0,
-            bound: s / 2.0,
-        })
-        .collect();
-    let cols = x.cols();
-    let mut hat = vec![0f32; x.data().len()];
-    q.dequantize_into(&mut hat);
-    for (i, (&v, &h)) in x.data().iter().zip(&hat).enumerate() {
-        let g = q.layout.group_of(i / cols, i % cols);
-        let e = (v - h).abs();
-        if e > out[g].max_abs {
-            out[g].max_abs = e;
-        }
-    }
-    Ok(out)
+    Ok(analyze(x, q, 2, MetaDtype::F16)?.groups)
 }
 
 /// Measured squared error of one row (token) against its bound (note §2.2, per vector).
@@ -767,25 +748,7 @@ pub struct RowError {
 
 /// Per-row squared error and its bound `1/4 sum_j scale_j^2`.
 pub fn row_errors(x: &Matrix, q: &Quantized) -> Result<Vec<RowError>, ShapeMismatch> {
-    check_shape(x, q)?;
-    let mut hat = vec![0f32; x.data().len()];
-    q.dequantize_into(&mut hat);
-    let cols = x.cols();
-    Ok(x.iter_rows()
-        .zip(hat.chunks_exact(cols))
-        .enumerate()
-        .map(|(r, (row, hrow))| {
-            let mut sq_err = 0f64;
-            let mut bound = 0f64;
-            for (c, (&v, &h)) in row.iter().zip(hrow).enumerate() {
-                let e = f64::from(v) - f64::from(h);
-                sq_err += e * e;
-                let s = f64::from(q.scale_of(r, c));
-                bound += s * s / 4.0;
-            }
-            RowError { sq_err, bound }
-        })
-        .collect())
+    Ok(analyze(x, q, 2, MetaDtype::F16)?.rows)
 }
 
 #[cfg(test)]

@@ -341,9 +341,26 @@ proptest! {
         let q = quantize(&x, &c).unwrap();
         let a = kvlab::quant::analyze(&x, &q, 2, kvlab::quant::MetaDtype::F16).unwrap();
         prop_assert_eq!(a.stats, error_stats(&x, &q));
-        prop_assert_eq!(a.groups, group_errors(&x, &q).unwrap());
-        prop_assert_eq!(a.rows, row_errors(&x, &q).unwrap());
+        // Reference per-group maxima and per-row sums, from dequantize() and scale_of().
         let hat = q.dequantize();
+        let mut gmax = vec![0f32; q.scales().len()];
+        for r in 0..x.rows() {
+            let (mut sq, mut bound) = (0f64, 0f64);
+            for col in 0..x.cols() {
+                let v = x.get(r, col).unwrap();
+                let h = hat.get(r, col).unwrap();
+                let g = q.layout().group_of(r, col);
+                gmax[g] = gmax[g].max((v - h).abs());
+                sq += (f64::from(v) - f64::from(h)).powi(2);
+                bound += f64::from(q.scale_of(r, col)).powi(2) / 4.0;
+            }
+            prop_assert_eq!(a.rows[r].sq_err, sq);
+            prop_assert_eq!(a.rows[r].bound, bound);
+        }
+        for (g, m) in gmax.iter().enumerate() {
+            prop_assert_eq!(a.groups[g].max_abs, *m);
+            prop_assert_eq!(a.groups[g].bound, q.scales()[g] / 2.0);
+        }
         let want: Vec<f32> = x.data().iter().zip(hat.data()).map(|(a, b)| (a - b).abs()).collect();
         prop_assert_eq!(a.abs_err, want);
     }
