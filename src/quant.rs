@@ -254,12 +254,7 @@ pub struct Quantized {
 /// Round half to even, like numpy's `np.round` and IEEE's default mode.
 #[inline]
 pub fn round_half_even(x: f64) -> f64 {
-    let r = x.round();
-    if (x - x.trunc()).abs() == 0.5 {
-        2.0 * (x / 2.0).round()
-    } else {
-        r
-    }
+    x.round_ties_even()
 }
 
 /// Quantizes `x` with `config` (note §2.1 / §2.3).
