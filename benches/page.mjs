@@ -9,7 +9,8 @@
 //
 // (or `cargo xtask serve` and KVLAB_URL=http://127.0.0.1:8000/). KVLAB_CHROMIUM picks the
 // browser (default /usr/bin/chromium). KVLAB_DIST (default ./dist) is where the size report
-// reads the files from: it must be the folder being served.
+// reads the files from: it must be the folder being served. KVLAB_REV names the measured tree in
+// the header (default: `git rev-parse` of the checkout holding KVLAB_DIST).
 //
 // What it reports, per workload (W1 = 64 x 4,096, W2 = 64 x 32,768, d = 128):
 // * cold load, each in a fresh browser context (empty caches): navigation start to
