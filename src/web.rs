@@ -14,6 +14,9 @@ use crate::lab::{Lab, LabError, UploadChoice};
 use crate::render::{self, Labels, Pixels};
 use crate::state::Settings;
 use plotters::prelude::*;
+use plotters_backend::{
+    BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingErrorKind,
+};
 use plotters_canvas::CanvasBackend;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -144,9 +147,13 @@ impl Page {
             ChartStyle::light()
         }
         .with_scale(scale);
-        let backend = CanvasBackend::with_canvas_object(canvas.clone())
+        let inner = CanvasBackend::with_canvas_object(canvas.clone())
             .ok_or_else(|| error("chart", "the canvas has no 2d context"))?;
-        let root = backend.into_drawing_area();
+        let ctx = canvas
+            .get_context("2d")?
+            .ok_or_else(|| error("chart", "the canvas has no 2d context"))?
+            .dyn_into::<CanvasRenderingContext2d>()?;
+        let root = MeasuredCanvas { inner, ctx }.into_drawing_area();
         let lab = &self.lab;
         let pixels: Option<Pixels> = match name {
             "hist" => render::quant_histogram(&root, lab, &labels, &style)
@@ -243,6 +250,111 @@ impl Page {
     #[wasm_bindgen(js_name = exportCsv)]
     pub fn export_csv(&self) -> String {
         self.lab.export_csv()
+    }
+}
+
+/// A canvas backend that measures text with the canvas's own `measureText` instead of plotters'
+/// default (a styled `<span>` appended to the page and read back), which forced a full-page
+/// layout for every label and needed inline styles in the CSP. Everything else is delegated.
+struct MeasuredCanvas {
+    inner: CanvasBackend,
+    ctx: CanvasRenderingContext2d,
+}
+
+type CanvasErr = DrawingErrorKind<<CanvasBackend as DrawingBackend>::ErrorType>;
+
+impl DrawingBackend for MeasuredCanvas {
+    type ErrorType = <CanvasBackend as DrawingBackend>::ErrorType;
+
+    fn get_size(&self) -> (u32, u32) {
+        self.inner.get_size()
+    }
+    fn ensure_prepared(&mut self) -> Result<(), CanvasErr> {
+        self.inner.ensure_prepared()
+    }
+    fn present(&mut self) -> Result<(), CanvasErr> {
+        self.inner.present()
+    }
+    fn draw_pixel(&mut self, point: BackendCoord, color: BackendColor) -> Result<(), CanvasErr> {
+        self.inner.draw_pixel(point, color)
+    }
+    fn draw_line<S: BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> Result<(), CanvasErr> {
+        self.inner.draw_line(from, to, style)
+    }
+    fn draw_rect<S: BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), CanvasErr> {
+        self.inner.draw_rect(upper_left, bottom_right, style, fill)
+    }
+    fn draw_path<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> Result<(), CanvasErr> {
+        self.inner.draw_path(path, style)
+    }
+    fn draw_circle<S: BackendStyle>(
+        &mut self,
+        center: BackendCoord,
+        radius: u32,
+        style: &S,
+        fill: bool,
+    ) -> Result<(), CanvasErr> {
+        self.inner.draw_circle(center, radius, style, fill)
+    }
+    fn fill_polygon<S: BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        vert: I,
+        style: &S,
+    ) -> Result<(), CanvasErr> {
+        self.inner.fill_polygon(vert, style)
+    }
+    fn draw_text<TStyle: BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &TStyle,
+        pos: BackendCoord,
+    ) -> Result<(), CanvasErr> {
+        self.inner.draw_text(text, style, pos)
+    }
+    fn estimate_text_size<TStyle: BackendTextStyle>(
+        &self,
+        text: &str,
+        style: &TStyle,
+    ) -> Result<(u32, u32), CanvasErr> {
+        // The same font string plotters-canvas draws with.
+        self.ctx.set_font(&format!(
+            "{} {}px {}",
+            style.style().as_str(),
+            style.size(),
+            style.family().as_str()
+        ));
+        let width = self
+            .ctx
+            .measure_text(text)
+            .map(|m| m.width())
+            .unwrap_or(0.0);
+        Ok((
+            width.ceil().max(0.0) as u32,
+            style.size().ceil().max(0.0) as u32,
+        ))
+    }
+    fn blit_bitmap(
+        &mut self,
+        pos: BackendCoord,
+        size: (u32, u32),
+        src: &[u8],
+    ) -> Result<(), CanvasErr> {
+        self.inner.blit_bitmap(pos, size, src)
     }
 }
 
