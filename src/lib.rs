@@ -7,10 +7,10 @@
 //! | note section | formula | implemented by |
 //! |---|---|---|
 //! | 1 budget | `M_KV,final = T_kept x bytes_token + M_meta + M_index` | [`budget::breakdown`] |
-//! | 2.1 symmetric | `scale = max|x| / (2^(b-1)-1)`, `q = round(x/scale)` | [`quant::quantize`] |
-//! | 2.2 bounds | `|x - x_hat| <= scale/2`, `||x - x_hat||^2 <= 1/4 sum scale^2` | [`quant::error_stats`], [`quant::Bounds`] |
+//! | 2.1 symmetric | `scale = max\|x\| / (2^(b-1)-1)`, `q = round(x/scale)` | [`quant::quantize`] |
+//! | 2.2 bounds | `\|x - x_hat\| <= scale/2`, `\|\|x - x_hat\|\|^2 <= 1/4 sum scale^2` | [`quant::group_errors`], [`quant::row_errors`], [`quant::analyze`] |
 //! | 2.3 asymmetric | `scale = (max-min)/(2^b-1)`, `zp = round(-min/scale)` | [`quant::quantize`] |
-//! | 2.4 `R_quant` | `s_fp / s_q`, and with metadata | [`budget::r_quant`], [`budget::bytes_token_quant`] |
+//! | 2.4 `R_quant` | `s_fp / s_q`, and with metadata | [`budget::r_quant`], [`budget::Breakdown::bytes_token_quant`] |
 //! | 3.1 H2O | `score_i = sum_t a[t][i]`, `TopK(score, B-r) ∪ recent` | [`select::cumulative_scores`], [`select::h2o`] |
 //! | 3.2 SnapKV | observation-window scores, pooled, same rule | [`select::observation_scores`], [`select::snapkv`] |
 //! | 3.3 `R_token` | `T_total / T_kept` | [`select::compression_ratio`] |

@@ -138,6 +138,16 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
         },
     );
     run.step(
+        "docs: cargo doc --workspace --no-deps (rustdoc warnings are errors)",
+        || {
+            plain(
+                ws.cargo()
+                    .args(["doc", "--workspace", "--no-deps"])
+                    .env("RUSTDOCFLAGS", "-D warnings"),
+            )
+        },
+    );
+    run.step(
         "native tests: cargo test --workspace --no-fail-fast",
         || {
             counted(
