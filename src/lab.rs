@@ -611,7 +611,8 @@ fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareV
         None
     };
     let budget = s.budget.min(a.cols());
-    let reports = policy::compare(
+    // One selection per policy serves both the table and the strips.
+    let reports = policy::compare_selections(
         &policies,
         a,
         with_values.then_some(v),
@@ -624,13 +625,17 @@ fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareV
     let mut selections = Vec::new();
     let mut eval_rows = a.rows() - observed;
     for (p, r) in reports {
-        let sel = policy::select_with(&p, a, budget, s.recent, observed).ok();
-        let (quality, error) = match r {
-            Ok(q) => {
+        let (sel, quality, error) = match r {
+            Ok((sel, q)) => {
                 eval_rows = q.eval_rows;
-                (Some(q), None)
+                (Some(sel), Some(q), None)
             }
-            Err(e) => (None, Some(e.to_string())),
+            // No report: the strip still shows the kept set when the policy can select.
+            Err(e) => (
+                policy::select_with(&p, a, budget, s.recent, observed).ok(),
+                None,
+                Some(e.to_string()),
+            ),
         };
         rows.push(PolicyRow {
             policy: p.name(),

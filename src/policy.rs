@@ -948,6 +948,34 @@ pub fn compare(
     recent: usize,
     observed_rows: usize,
 ) -> Vec<(Policy, Result<QualityReport, PolicyError>)> {
+    compare_selections(
+        policies,
+        attention,
+        values,
+        values_hat,
+        budget,
+        recent,
+        observed_rows,
+    )
+    .into_iter()
+    .map(|(p, r)| (p, r.map(|(_, q)| q)))
+    .collect()
+}
+
+/// One policy's kept set and its quality, or why it could not run.
+pub type PolicyOutcome = Result<(Selection, QualityReport), PolicyError>;
+
+/// [`compare`], also returning each policy's kept set (selected once, for both the report and
+/// the caller's drawing).
+pub fn compare_selections(
+    policies: &[Policy],
+    attention: &Matrix,
+    values: Option<&Matrix>,
+    values_hat: Option<&Matrix>,
+    budget: usize,
+    recent: usize,
+    observed_rows: usize,
+) -> Vec<(Policy, PolicyOutcome)> {
     let ev = Evaluator::new(attention, values, values_hat, observed_rows);
     policies
         .iter()
@@ -955,7 +983,7 @@ pub fn compare(
             let r = match &ev {
                 Err(e) => Err(e.clone()),
                 Ok(ev) => select_with(p, attention, budget, recent, observed_rows)
-                    .and_then(|s| ev.report(&s.kept)),
+                    .and_then(|s| ev.report(&s.kept).map(|q| (s, q))),
             };
             (*p, r)
         })

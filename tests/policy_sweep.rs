@@ -7,9 +7,7 @@
 
 use kvlab::policy::{sweep, Policy, PolicyError};
 use kvlab::select::{Pooling, SelectError};
-use kvlab::synth::{attention, values, AttentionPreset, AttentionSpec, KvSpec};
 use kvlab::Matrix;
-use std::time::Instant;
 
 fn spec() -> Matrix {
     Matrix::new(
@@ -144,79 +142,4 @@ fn invalid_budgets_and_policies_are_reported() {
             .points
             .is_empty()
     );
-}
-
-#[test]
-#[ignore = "timing harness: prints figures, asserts nothing about speed"]
-fn sweep_timing_64x4096_v4096x128() {
-    let a = attention(&AttentionSpec::preset(AttentionPreset::Needle, 64, 4096, 3)).unwrap();
-    let v = values(&KvSpec {
-        tokens: 4096,
-        channels: 128,
-        ..KvSpec::default()
-    })
-    .unwrap();
-    let budgets: Vec<usize> = (1..=32).map(|k| k * 128).collect();
-    let snap = Policy::SnapKv {
-        window: 16,
-        pooling: Pooling::Max { kernel: 7 },
-    };
-    let five = [
-        Policy::H2oSum,
-        Policy::H2oMean,
-        snap,
-        Policy::StreamingLlm { sinks: 4 },
-        Policy::Tova,
-    ];
-    let with_oracle = [
-        Policy::H2oSum,
-        snap,
-        Policy::Tova,
-        Policy::Random { seed: 1 },
-        Policy::Oracle,
-    ];
-    let time = |f: &dyn Fn()| {
-        let mut ms: Vec<f64> = (0..15)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64() * 1e3
-            })
-            .collect();
-        ms.sort_by(f64::total_cmp);
-        (ms[0], ms[7])
-    };
-    let cases: [(&str, &[Policy], Option<&Matrix>, usize); 5] = [
-        (
-            "5 policies, values, E = 64 (observed = all)",
-            &five,
-            Some(&v),
-            64,
-        ),
-        (
-            "5 incl. oracle, values, observed 48, E = 16",
-            &with_oracle,
-            Some(&v),
-            48,
-        ),
-        ("5 policies, mass only, E = 64", &five, None, 64),
-        (
-            "no policy, values, E = 64 (exact outputs)",
-            &[],
-            Some(&v),
-            64,
-        ),
-        (
-            "1 policy (TOVA), values, E = 64",
-            &[Policy::Tova],
-            Some(&v),
-            64,
-        ),
-    ];
-    for (name, pols, vals, obs) in cases {
-        let (min, med) = time(&|| {
-            std::hint::black_box(sweep(pols, &budgets, &a, vals, None, 32, obs).unwrap());
-        });
-        println!("sweep, 32 budgets, {name}: min {min:.1} ms, median {med:.1} ms");
-    }
 }
