@@ -1104,20 +1104,80 @@ fn together(
     })
 }
 
+/// The stages of a recompute, in order, as reported to a progress callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Generating or reading the data.
+    Data,
+    /// Quantizing the chosen tensor and its statistics.
+    Quantization,
+    /// Scoring and selecting tokens.
+    Selection,
+    /// The byte breakdowns (cheap: recomputed on every update, reported only by a full compute).
+    Budget,
+    /// The policy comparison and its trade-off sweep.
+    Compare,
+    /// The KIVI panel.
+    Kivi,
+}
+
+impl Stage {
+    /// Every stage, in the order a full recompute runs them.
+    pub const ALL: [Stage; 6] = [
+        Stage::Data,
+        Stage::Quantization,
+        Stage::Selection,
+        Stage::Budget,
+        Stage::Compare,
+        Stage::Kivi,
+    ];
+
+    /// The stage's key (`data`, `quantization`, ...), used by the page's text.
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Data => "data",
+            Stage::Quantization => "quantization",
+            Stage::Selection => "selection",
+            Stage::Budget => "budget",
+            Stage::Compare => "compare",
+            Stage::Kivi => "kivi",
+        }
+    }
+}
+
 impl Lab {
     /// A lab on data generated from `settings`.
     pub fn new(settings: Settings) -> Result<Lab, LabError> {
-        check(&settings)?;
-        let data = generate(&settings)?;
-        Lab::with_data(data, settings)
+        Lab::new_with_progress(settings, &mut |_| {})
     }
 
-    fn with_data(data: Data, settings: Settings) -> Result<Lab, LabError> {
+    /// [`Lab::new`], calling `progress` before each stage it computes (the page shows them).
+    pub fn new_with_progress(
+        settings: Settings,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<Lab, LabError> {
+        check(&settings)?;
+        progress(Stage::Data);
+        let data = generate(&settings)?;
+        Lab::with_data(data, settings, progress)
+    }
+
+    fn with_data(
+        data: Data,
+        settings: Settings,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<Lab, LabError> {
+        progress(Stage::Quantization);
         let quant = quant_view(&data, &settings)?;
+        progress(Stage::Selection);
         let select = select_view(&data, &settings)?;
+        progress(Stage::Budget);
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
         let together = together(&data, &settings, &quant, &select, &budget)?;
+        progress(Stage::Compare);
         let compare = compare_view(&data, &settings, &quant)?;
+        progress(Stage::Kivi);
         let kivi = kivi_figures(&data, &settings)?;
         let kivi_cfg = kivi_config(&settings, &data);
         let figures = Figures {
@@ -1145,12 +1205,27 @@ impl Lab {
     /// generated), re-quantizes if a quantization control changed, re-selects if a selection
     /// control changed, and recomputes the budget. On error nothing changes.
     pub fn update(&mut self, s: &Settings) -> Result<&Figures, LabError> {
+        self.update_with_progress(s, &mut |_| {})
+    }
+
+    /// [`Lab::update`], calling `progress` before each stage it recomputes (stages a change
+    /// does not touch are not reported).
+    pub fn update_with_progress(
+        &mut self,
+        s: &Settings,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<&Figures, LabError> {
         check(s)?;
         let regenerate = match &self.data.generated {
             Some(key) => *key != GenKey::of(s),
             None => false,
         };
-        let new_data = if regenerate { Some(generate(s)?) } else { None };
+        let new_data = if regenerate {
+            progress(Stage::Data);
+            Some(generate(s)?)
+        } else {
+            None
+        };
         let data = new_data.as_ref().unwrap_or(&self.data);
         let qkey = QuantKey {
             config: quant_config(s),
@@ -1159,11 +1234,13 @@ impl Lab {
             meta: s.meta,
         };
         let new_quant = if regenerate || qkey != self.quant.key {
+            progress(Stage::Quantization);
             Some(quant_view(data, s)?)
         } else {
             None
         };
         let new_select = if regenerate || SelectKey::of(s) != self.select.key {
+            progress(Stage::Selection);
             Some(select_view(data, s)?)
         } else {
             None
@@ -1173,6 +1250,7 @@ impl Lab {
         let budget = budget_figures(data, s, select.selection.kept.len())?;
         let together = together(data, s, quant, select, &budget)?;
         let mut new_compare = if regenerate || compare_key(data, s, quant) != self.compare.key {
+            progress(Stage::Compare);
             compare_view(data, s, quant)?
         } else {
             self.compare.clone()
@@ -1180,6 +1258,7 @@ impl Lab {
         annotate(&mut new_compare.curves, data, s)?;
         let compare = &new_compare;
         let new_kivi = if regenerate || kivi_config(s, data) != self.kivi.0 {
+            progress(Stage::Kivi);
             Some((kivi_config(s, data), kivi_figures(data, s)?))
         } else {
             None
@@ -1292,6 +1371,16 @@ impl Lab {
     /// Without values, the keys stand in for them. Checks that `T` agrees. On error the data
     /// in use stays.
     pub fn use_uploaded(&mut self, choice: &UploadChoice) -> Result<UseSummary, LabError> {
+        self.use_uploaded_with_progress(choice, &mut |_| {})
+    }
+
+    /// [`Lab::use_uploaded`] with progress reports (see [`Stage`]).
+    pub fn use_uploaded_with_progress(
+        &mut self,
+        choice: &UploadChoice,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<UseSummary, LabError> {
+        progress(Stage::Data);
         let head = match choice.head_mode.as_str() {
             "mean" => HeadPick::Mean,
             "max" => HeadPick::Max,
@@ -1346,7 +1435,7 @@ impl Lab {
         } else {
             0
         };
-        let fresh = Lab::with_data(data, s)?;
+        let fresh = Lab::with_data(data, s, progress)?;
         let files = std::mem::take(&mut self.files);
         *self = Lab { files, ..fresh };
         Ok(UseSummary {
@@ -1357,7 +1446,16 @@ impl Lab {
 
     /// Leaves uploaded data and goes back to data generated from the current settings.
     pub fn use_generated(&mut self, s: &Settings) -> Result<&Figures, LabError> {
-        let fresh = Lab::new(s.clone())?;
+        self.use_generated_with_progress(s, &mut |_| {})
+    }
+
+    /// [`Lab::use_generated`] with progress reports (see [`Stage`]).
+    pub fn use_generated_with_progress(
+        &mut self,
+        s: &Settings,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<&Figures, LabError> {
+        let fresh = Lab::new_with_progress(s.clone(), progress)?;
         let files = std::mem::take(&mut self.files);
         *self = Lab { files, ..fresh };
         Ok(&self.figures)
@@ -1501,6 +1599,48 @@ pub struct UseSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stages_of(lab: &mut Lab, s: &Settings) -> Vec<Stage> {
+        let mut seen = Vec::new();
+        lab.update_with_progress(s, &mut |st| seen.push(st))
+            .expect("valid settings");
+        seen
+    }
+
+    #[test]
+    fn progress_reports_exactly_the_stages_a_change_recomputes() {
+        let mut seen = Vec::new();
+        let mut lab = Lab::new_with_progress(small(), &mut |st| seen.push(st)).expect("lab");
+        assert_eq!(
+            seen,
+            Stage::ALL.to_vec(),
+            "a new lab runs every stage in order"
+        );
+        let mut s = small();
+        assert_eq!(stages_of(&mut lab, &s), vec![], "no change, no stage");
+        s.bits = 2;
+        assert_eq!(
+            stages_of(&mut lab, &s),
+            vec![Stage::Quantization, Stage::Compare],
+            "bits change the codes and the comparison's output error, not the selection"
+        );
+        s.budget = 8;
+        assert_eq!(
+            stages_of(&mut lab, &s),
+            vec![Stage::Selection, Stage::Compare]
+        );
+        s.seed += 1;
+        assert_eq!(
+            stages_of(&mut lab, &s),
+            vec![
+                Stage::Data,
+                Stage::Quantization,
+                Stage::Selection,
+                Stage::Compare,
+                Stage::Kivi
+            ]
+        );
+    }
 
     fn small() -> Settings {
         Settings {
