@@ -1,12 +1,15 @@
-// kvlab page: wires the DOM to the WebAssembly module. It holds no math: every number shown
-// comes from the Rust crate, and the large arrays stay inside wasm behind the `Page` handle.
+// kvlab page: wires the DOM to the engine. It holds no math: every number shown comes from the
+// Rust crate, which runs with its data in a Web Worker (engine.js, worker.js; see client.js for
+// the fallback when a browser cannot draw from a worker), so the page never freezes.
 //
 // Flow: a control's input event records the change and asks for an animation frame; the frame
-// sends the whole settings object to Rust (which recomputes only what changed), writes the
-// figures and formulas, redraws the charts of the sections that changed, and records the URL.
-// Each recompute+redraw is marked with performance.measure('kvlab:update').
+// sends the whole settings object and the list of charts to redraw to the engine (which
+// recomputes only what changed and draws on the transferred canvases), then writes the figures
+// and formulas it gets back and records the URL. Changes made while the engine is busy are
+// coalesced into one request. A computation taking over 100 ms shows its stage in a progress
+// box. Each round trip is marked with performance.measure('kvlab:update').
 
-import init, { Page, parseQuery, toQuery, modelPresets } from './pkg/kvlab.js';
+import { connect } from './client.js';
 import { t, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 
@@ -33,7 +36,7 @@ const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'ske
   'context', 'batch']);
 
 const app = {
-  page: null,
+  client: null, // the engine connection (client.js)
   settings: null,
   good: null, // the settings of the view on screen
   figures: null,
@@ -43,6 +46,10 @@ const app = {
   sections: new Set(),
   commit: false,
   frame: 0,
+  inFlight: false, // an update request is with the engine
+  requests: 0, // requests of any kind not yet answered
+  progressTimer: 0,
+  query: '', // the canonical query of `good`
   labels: null,
   inputAt: null, // performance.now() of the first input event not yet painted
   urlTimer: 0,
@@ -271,49 +278,104 @@ const observer = new ResizeObserver((entries) => {
   if (app.figures && resized.size) {
     const names = [...resized];
     resized.clear();
-    window.requestAnimationFrame(() => drawCharts(names));
+    redraw(names);
   }
 });
 
-/** Sizes a canvas to its CSS box in device pixels; returns the pixel ratio. */
-function sizeCanvas(canvas) {
+/** A canvas's size in device pixels (from its CSS box). */
+function canvasSize(canvas) {
   const ratio = window.devicePixelRatio || 1;
   let box = canvasBoxes.get(canvas);
   if (!box) {
     box = canvas.getBoundingClientRect(); // first draw only
     canvasBoxes.set(canvas, { width: box.width, height: box.height });
   }
-  const w = Math.max(1, Math.round(box.width * ratio));
-  const h = Math.max(1, Math.round(box.height * ratio));
-  if (canvas.width !== w) canvas.width = w;
-  if (canvas.height !== h) canvas.height = h;
-  return ratio;
+  return [Math.max(1, Math.round(box.width * ratio)), Math.max(1, Math.round(box.height * ratio))];
 }
 
-function drawSections(sections) {
-  drawCharts([...sections].flatMap((s) => CHARTS[s] ?? []));
+/** What the engine needs to draw `names` (only charts this view shows). */
+function drawSpec(names) {
+  const charts = [];
+  const sizes = {};
+  const shownIn = { quant: ['quant'], select: ['select', 'compare'], budget: ['budget'] };
+  for (const name of new Set(names)) {
+    const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
+    if (!canvas) continue;
+    // In embed mode only one section is shown (checked without reading layout).
+    if (app.good?.embed && !shownIn[app.good.embed].includes(canvas.closest('section')?.id)) continue;
+    charts.push(name);
+    sizes[name] = canvasSize(canvas);
+  }
+  return { charts, sizes, labels: app.labels, dark: app.dark, scale: window.devicePixelRatio || 1 };
 }
 
-function drawCharts(names) {
-  {
-    for (const name of names) {
-      const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
-      // In embed mode only one section is shown (checked without reading layout).
-      if (!canvas) continue;
-      const shownIn = { quant: ['quant'], select: ['select', 'compare'], budget: ['budget'] };
-      if (app.good?.embed && !shownIn[app.good.embed].includes(canvas.closest('section')?.id)) continue;
-      const ratio = sizeCanvas(canvas);
-      const t0 = performance.now();
-      try {
-        app.page.draw(name, canvas, app.labels, app.dark, ratio);
-      } catch (e) {
-        showError(null, e.message ?? String(e));
-      }
-      performance.measure(`kvlab:draw:${name}`, { start: t0, end: performance.now() });
-    }
+const chartsOf = (sections) => [...sections].flatMap((s) => CHARTS[s] ?? []);
+
+/** Page-side measures of the engine's timings (durations as the engine measured them). */
+function measureTimings(timings, start) {
+  if (!timings) return;
+  let at = start;
+  if (timings.compute) {
+    performance.measure('kvlab:compute', { start: at, duration: timings.compute });
+    at += timings.compute;
+  }
+  for (const [name, ms] of Object.entries(timings.draws ?? {})) {
+    performance.measure(`kvlab:draw:${name}`, { start: at, duration: ms });
+    at += ms;
   }
 }
 
+/** `data-busy` is set while anything the page shows is not yet up to date (tests wait on it). */
+function markBusy() {
+  const busy = app.requests > 0 || app.frame !== 0 || app.pending.size > 0;
+  if (busy) document.body.dataset.busy = 'true';
+  else delete document.body.dataset.busy;
+  if (!app.requests) {
+    clearTimeout(app.progressTimer);
+    app.progressTimer = 0;
+    $('#progress').hidden = true;
+    $('#progress-bar').value = 0;
+  }
+}
+
+const STAGES = ['data', 'quantization', 'selection', 'budget', 'compare', 'kivi', 'draw'];
+
+function onProgress(_id, stage) {
+  $('#progress-text').textContent = t(app.lang, `progress.${stage}`);
+  $('#progress-bar').value = STAGES.indexOf(stage) + 1;
+}
+
+/** A request to the engine; a progress box appears if it takes longer than 100 ms. */
+async function request(op, payload, transfer) {
+  app.requests += 1;
+  markBusy();
+  if (!app.progressTimer) {
+    app.progressTimer = setTimeout(() => {
+      if (!$('#progress-text').textContent) $('#progress-text').textContent = t(app.lang, 'progress.draw');
+      $('#progress').hidden = false;
+    }, 100);
+  }
+  try {
+    return await app.client.call(op, payload, transfer);
+  } finally {
+    app.requests -= 1;
+    if (!app.requests) $('#progress-text').textContent = '';
+    markBusy();
+  }
+}
+
+/** Redraws charts without recomputing (resize, theme, language). */
+async function redraw(names) {
+  const start = performance.now();
+  try {
+    const reply = await request('draw', { draw: drawSpec(names) });
+    measureTimings(reply.timings, start);
+  } catch (e) {
+    showError(null, e.message ?? String(e));
+  }
+}
+
+/** Writes figures and formulas of `sections` (the engine has drawn their charts). */
 function render(figures, sections) {
   app.figures = figures;
   const tf = performance.now();
@@ -323,12 +385,11 @@ function render(figures, sections) {
   const t0 = performance.now();
   renderFormulas(figures, app.good, (key) => t(app.lang, key), new Set([...sections, 'together']));
   performance.measure('kvlab:formulas', { start: t0, end: performance.now() });
-  drawSections(sections);
 }
 
 /** Records the view in the URL (push on committed changes, replace while dragging). */
-function recordUrl(push) {
-  const q = toQuery(app.good);
+function recordUrl(push, q = app.query) {
+  app.query = q;
   const url = `${window.location.pathname}${q ? `?${q}` : ''}${window.location.hash}`;
   if (url !== `${window.location.pathname}${window.location.search}${window.location.hash}`) {
     if (push) window.history.pushState(null, '', url);
@@ -342,52 +403,67 @@ function recordUrl(push) {
   }
 }
 
-function flush() {
+/** Sends the pending changes to the engine (one request at a time; later changes wait). */
+async function flush() {
   app.frame = 0;
+  if (app.inFlight || !app.pending.size) {
+    markBusy();
+    return;
+  }
   const changed = new Map(app.pending);
   app.pending.clear();
   const commit = app.commit;
   app.commit = false;
+  const settings = { ...app.settings };
+  const dataChanged = [...changed.keys()].some((k) => !(k in SECTIONS_OF));
+  const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
+  app.inFlight = true;
   performance.mark('kvlab:update:start');
-  let figures;
-  const t0 = performance.now();
+  const start = performance.now();
+  const inputAt = app.inputAt;
+  app.inputAt = null;
   try {
-    figures = app.page.update(app.settings);
+    const reply = await request('update', { settings, draw: drawSpec(chartsOf(sections)) });
+    measureTimings(reply.timings, start);
+    clearErrors();
+    app.good = settings;
+    if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
+    render(reply.figures, sections);
+    if (reply.drawError) showError(null, reply.drawError.message);
+    performance.measure('kvlab:update', 'kvlab:update:start');
+    // The URL and storage are not needed for the painted frame: record them after it.
+    app.urlCommit ||= commit;
+    if (!app.urlTimer) {
+      app.urlTimer = setTimeout(() => {
+        app.urlTimer = 0;
+        const push = app.urlCommit;
+        app.urlCommit = false;
+        recordUrl(push, app.query);
+      }, 0);
+    }
+    app.query = reply.query;
+    // Input event to painted frame: the next animation frame starts after this one is painted.
+    if (inputAt !== null) {
+      window.requestAnimationFrame(() => {
+        performance.measure('kvlab:frame', { start: inputAt, end: performance.now() });
+      });
+    }
   } catch (e) {
-    // The last good view stays; put the message next to the control that caused it.
+    // The last good view stays; put the message next to the control that caused it. Keys the
+    // person changed again meanwhile keep their newer value.
     const field = e.field;
-    const byField = field && document.querySelector(`[data-key="${field === 'budget' ? 'budget' : field}"]`);
+    const byField = field && document.querySelector(`[data-key="${field}"]`);
     const control = byField || [...changed.values()].pop() || null;
     clearErrors();
     showError(control, e.message ?? String(e));
-    app.settings = { ...app.good };
-    app.inputAt = null;
-    return;
+    for (const key of changed.keys()) {
+      if (!app.pending.has(key)) app.settings[key] = app.good[key];
+    }
+  } finally {
+    app.inFlight = false;
+    if (app.pending.size && !app.frame) app.frame = window.requestAnimationFrame(flush);
+    markBusy();
   }
-  performance.measure('kvlab:compute', { start: t0, end: performance.now() });
-  clearErrors();
-  app.good = { ...app.settings };
-  if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
-  const dataChanged = [...changed.keys()].some((k) => !(k in SECTIONS_OF));
-  const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
-  render(figures, sections);
-  performance.measure('kvlab:update', 'kvlab:update:start');
-  // The URL and storage are not needed for the painted frame: record them after it.
-  app.urlCommit ||= commit;
-  if (!app.urlTimer) {
-    app.urlTimer = setTimeout(() => {
-      app.urlTimer = 0;
-      const push = app.urlCommit;
-      app.urlCommit = false;
-      recordUrl(push);
-    }, 0);
-  }
-  // Input event to painted frame: the next animation frame starts after this one is painted.
-  const inputAt = app.inputAt;
-  app.inputAt = null;
-  window.requestAnimationFrame(() => {
-    performance.measure('kvlab:frame', { start: inputAt, end: performance.now() });
-  });
 }
 
 function schedule(control, commit) {
@@ -412,27 +488,44 @@ function schedule(control, commit) {
   for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;
   if (key === 'method') document.body.dataset.method = control.value;
   if (key === 'model') document.body.dataset.model = control.value === 'custom' ? 'custom' : 'preset';
-  if (!app.frame) app.frame = window.requestAnimationFrame(flush);
+  // While the engine is busy the change waits; flush() sends everything pending when it replies.
+  if (!app.frame && !app.inFlight) app.frame = window.requestAnimationFrame(flush);
+  markBusy();
 }
 
-/** Replaces the whole state (page load, back/forward, reset). */
-function applyAll(settings, push) {
+/** Shows a complete new view (page load, back/forward, reset, upload) the engine computed. */
+function show(settings, figures, query, push) {
   app.settings = { ...settings };
-  let figures;
-  try {
-    figures = app.page.update(app.settings);
-  } catch (e) {
-    showError(null, e.message ?? String(e));
-    app.settings = { ...app.good };
-    return;
-  }
-  app.good = { ...app.settings };
+  app.good = { ...settings };
+  app.pending.clear();
   writeControls(app.good);
   render(figures, ALL);
-  recordUrl(push);
+  recordUrl(push, query);
 }
 
-function setLanguage(lang) {
+/** Replaces the whole state (back/forward). */
+async function applyAll(settings, push) {
+  try {
+    const reply = await request('update', { settings, draw: drawSpec(chartsOf(ALL)) });
+    clearErrors();
+    show(settings, reply.figures, reply.query, push);
+  } catch (e) {
+    showError(null, e.message ?? String(e));
+  }
+}
+
+/** Back to data generated from `settings` (reset, "back to generated data"). */
+async function useGenerated(settings, push) {
+  try {
+    const reply = await request('useGenerated', { settings, draw: drawSpec(chartsOf(ALL)) });
+    clearErrors();
+    show(reply.settings, reply.figures, reply.query, push);
+  } catch (e) {
+    showError(null, e.message ?? String(e));
+  }
+}
+
+async function setLanguage(lang) {
   app.lang = lang;
   app.labels = chartLabels(lang);
   applyLanguage(lang);
@@ -441,11 +534,16 @@ function setLanguage(lang) {
   } catch {
     // ignore
   }
-  if (app.page && app.good) {
+  if (app.client && app.good) {
     app.good.lang = lang;
     app.settings.lang = lang;
     render(app.figures, ALL);
-    recordUrl(false);
+    await redraw(chartsOf(ALL));
+    try {
+      recordUrl(false, await request('toQuery', { settings: app.good }));
+    } catch (e) {
+      showError(null, e.message ?? String(e));
+    }
   }
 }
 
@@ -496,8 +594,8 @@ const savedUpload = {
 };
 
 /** Loads files into the page's list of uploaded tensors (and remembers their bytes). */
-function addFile(name, buf) {
-  const summary = app.page.loadFile(name, buf);
+async function addFile(name, buf) {
+  const summary = await request('loadFile', { name, bytes: buf });
   uploads.set(name, buf);
   const list = $('#file-list');
   const li = document.createElement('li');
@@ -523,17 +621,24 @@ async function onFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
   const errors = []; // every refused file keeps its own message
-  for (const file of input.files) {
-    if (file.size > MAX_UPLOAD) {
-      errors.push(`${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
-      continue;
+  app.requests += 1; // reading files counts as busy
+  markBusy();
+  try {
+    for (const file of input.files) {
+      if (file.size > MAX_UPLOAD) {
+        errors.push(`${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
+        continue;
+      }
+      try {
+        const buf = new Uint8Array(await file.arrayBuffer());
+        await addFile(file.name, buf);
+      } catch (e) {
+        errors.push(e.message ?? String(e));
+      }
     }
-    try {
-      const buf = new Uint8Array(await file.arrayBuffer());
-      addFile(file.name, buf);
-    } catch (e) {
-      errors.push(e.message ?? String(e));
-    }
+  } finally {
+    app.requests -= 1;
+    markBusy();
   }
   if (errors.length) showError(input, errors.join('\n'));
   const values = $('#up-values');
@@ -555,30 +660,27 @@ async function onFiles(input) {
   pick('#up-values', /(^|[^a-z])v(alue|alues)?([^a-z]|$)/i, '');
 }
 
-function onUse(button) {
+async function onUse(button) {
+  const choice = {
+    attention: $('#up-attention').value,
+    keys: $('#up-keys').value,
+    values: $('#up-values').value || null,
+    headMode: $('#up-headmode').value,
+    head: Number($('#up-head').value) || 0,
+    layer: Number($('#up-layer').value) || 0,
+    kvHead: Number($('#up-kvhead').value) || 0,
+    normalise: $('#up-normalise').checked,
+  };
   try {
-    const choice = {
-      attention: $('#up-attention').value,
-      keys: $('#up-keys').value,
-      values: $('#up-values').value || null,
-      headMode: $('#up-headmode').value,
-      head: Number($('#up-head').value) || 0,
-      layer: Number($('#up-layer').value) || 0,
-      kvHead: Number($('#up-kvhead').value) || 0,
-      normalise: $('#up-normalise').checked,
-    };
-    const result = app.page.useUploaded(choice);
+    const reply = await request('useUploaded', {
+      choice, keep: { lang: app.lang, embed: app.good.embed }, draw: drawSpec(chartsOf(ALL)),
+    });
     const used = new Set([choice.attention, choice.keys, choice.values].filter(Boolean).map((v) => v.split('::')[0]));
     const files = [...used].map((name) => ({ name, bytes: uploads.get(name) })).filter((f) => f.bytes);
     savedUpload.put({ files, choice }).catch(() => {}); // storage may be blocked: the view still works
     errorSlot(button).hidden = true;
-    showWarnings('#upload-warnings', result.warnings);
-    const s = app.page.settings();
-    app.settings = { ...s };
-    app.good = { ...s };
-    writeControls(s);
-    render(app.page.figures(), ALL);
-    recordUrl(true);
+    showWarnings('#upload-warnings', reply.result.warnings);
+    show(reply.settings, reply.figures, reply.query, true);
   } catch (e) {
     showError(button, e.message ?? String(e));
   }
@@ -590,23 +692,15 @@ function wire() {
     c.addEventListener('change', () => schedule(c, true));
   }
   $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
-  $('#reset').addEventListener('click', () => {
+  $('#reset').addEventListener('click', async () => {
     try {
       window.localStorage.removeItem('kvlab.query');
     } catch {
       // ignore
     }
     savedUpload.clear().catch(() => {});
-    const fresh = parseQuery('').settings;
-    fresh.lang = app.lang;
-    try {
-      app.page.useGenerated(fresh);
-    } catch (e) {
-      showError(null, e.message ?? String(e));
-      return;
-    }
-    clearErrors();
-    applyAll(fresh, true);
+    const fresh = { ...(await request('defaults', {})), lang: app.lang };
+    await useGenerated(fresh, true);
   });
   $('#share').addEventListener('click', async () => {
     try {
@@ -617,69 +711,76 @@ function wire() {
     }
     setTimeout(() => { $('#share').textContent = t(app.lang, 'share'); }, 2000);
   });
-  $('#export-csv').addEventListener('click', () =>
-    download('kvlab-selection.csv', new Blob([app.page.exportCsv()], { type: 'text/csv' })));
-  $('#export-json').addEventListener('click', () =>
-    download('kvlab-view.json', new Blob([app.page.exportJson()], { type: 'application/json' })));
+  const exportText = (op, name, type) => async () => {
+    try {
+      download(name, new Blob([await request(op, {})], { type }));
+    } catch (e) {
+      showError(null, e.message ?? String(e));
+    }
+  };
+  $('#export-csv').addEventListener('click', exportText('exportCsv', 'kvlab-selection.csv', 'text/csv'));
+  $('#export-json').addEventListener('click', exportText('exportJson', 'kvlab-view.json', 'application/json'));
   for (const b of document.querySelectorAll('[data-png]')) {
-    b.addEventListener('click', () => {
-      const canvas = document.querySelector(`canvas[data-chart="${b.dataset.png}"]`);
-      canvas.toBlob((blob) => blob && download(`kvlab-${b.dataset.png}.png`, blob), 'image/png');
+    b.addEventListener('click', async () => {
+      try {
+        const blob = await request('png', { name: b.dataset.png });
+        if (blob) download(`kvlab-${b.dataset.png}.png`, blob);
+      } catch (e) {
+        showError(null, e.message ?? String(e));
+      }
     });
   }
   $('#file').addEventListener('change', (ev) => onFiles(ev.target));
   $('#up-use').addEventListener('click', (ev) => onUse(ev.target));
   $('#use-generated').addEventListener('click', () => {
     savedUpload.clear().catch(() => {});
+    useGenerated(app.good, true);
+  });
+  window.addEventListener('popstate', async () => {
     try {
-      app.page.useGenerated(app.good);
-      applyAll(app.good, true);
+      const parsed = await request('parseQuery', { query: window.location.search });
+      await applyAll({ ...parsed.settings, lang: app.lang }, false);
     } catch (e) {
       showError(null, e.message ?? String(e));
     }
   });
-  window.addEventListener('popstate', () => {
-    const parsed = parseQuery(window.location.search);
-    applyAll(parsed.settings, false);
-  });
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', (e) => {
     app.dark = e.matches;
-    if (app.figures) drawSections(ALL);
+    if (app.figures) redraw(chartsOf(ALL));
   });
 }
 
-/** Puts back the uploaded data of the last visit, if any; a failure forgets it and says so. */
+/**
+ * Puts back the uploaded data of the last visit, if any; returns the engine's reply for it. A
+ * failure forgets it and says so.
+ */
 async function restoreUpload() {
   let saved;
   try {
     saved = await savedUpload.get();
   } catch {
-    return; // no IndexedDB here
+    return null; // no IndexedDB here
   }
-  if (!saved?.files?.length) return;
+  if (!saved?.files?.length) return null;
   try {
-    for (const f of saved.files) addFile(f.name, f.bytes);
+    for (const f of saved.files) await addFile(f.name, f.bytes);
     $('#upload-choice').hidden = false;
-    app.page.useUploaded(saved.choice);
-    const s = { ...app.page.settings(), lang: app.lang, embed: app.good.embed };
-    app.page.update(s);
-    app.settings = { ...s };
-    app.good = { ...s };
+    return await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: app.good.embed } });
   } catch (e) {
     savedUpload.clear().catch(() => {});
     showWarnings('#upload-warnings', [e.message ?? String(e)]);
+    return null;
   }
 }
 
 async function main() {
   const status = $('#status');
-  try {
-    await init();
-  } catch (e) {
-    status.textContent = t('en', 'status.failed') + (e.message ?? String(e));
+  const failed = (e) => {
+    status.textContent = t(app.lang, 'status.failed') + (e.message ?? String(e));
+    status.hidden = false;
     document.body.dataset.state = 'failed';
-    return;
-  }
+    markBusy();
+  };
   // URL first; with no query, the last view from this browser.
   let query = window.location.search;
   if (!query) {
@@ -689,46 +790,64 @@ async function main() {
       query = '';
     }
   }
-  const parsed = parseQuery(query);
   const urlLang = new URLSearchParams(query).get('lang');
   app.lang = initialLanguage(urlLang);
-  parsed.settings.lang = app.lang;
   app.labels = chartLabels(app.lang);
   applyLanguage(app.lang);
-  if (parsed.warnings.length) {
-    showWarnings('#url-warnings', parsed.warnings.map((w) => w.message));
+  performance.mark('kvlab:update:start');
+  let first;
+  try {
+    app.client = await connect(onProgress);
+    document.body.dataset.engine = app.client.mode;
+    first = await request('init', { query, lang: app.lang });
+  } catch (e) {
+    failed(e);
+    return;
+  }
+  if (first.warnings.length) {
+    showWarnings('#url-warnings', first.warnings);
     $('#url-warnings').prepend(t(app.lang, 'warn.url'));
   }
   const modelSel = $('#model');
-  for (const m of modelPresets()) modelSel.add(new Option(m.name, m.slug));
+  for (const m of first.presets) modelSel.add(new Option(m.name, m.slug));
   const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
   custom.dataset.i18n = 'budget.custom';
   modelSel.add(custom);
-  if (parsed.settings.embed) {
-    document.body.classList.add('embed', `embed-${parsed.settings.embed}`);
+  if (first.settings.embed) {
+    document.body.classList.add('embed', `embed-${first.settings.embed}`);
   }
-  try {
-    app.page = new Page(parsed.settings);
-  } catch (e) {
-    // A link can ask for data the generator refuses; fall back to the defaults and say why
-    // (after the repairs already listed).
-    showWarnings('#url-warnings', [...parsed.warnings.map((w) => w.message), e.message ?? String(e)]);
-    parsed.settings = { ...parseQuery('').settings, lang: app.lang };
-    app.page = new Page(parsed.settings);
+  app.settings = { ...first.settings };
+  app.good = { ...first.settings };
+  let { figures } = first;
+  const restored = await restoreUpload();
+  if (restored) {
+    app.settings = { ...restored.settings };
+    app.good = { ...restored.settings };
+    figures = restored.figures;
   }
-  app.settings = { ...parsed.settings };
-  app.good = { ...parsed.settings };
-  await restoreUpload();
   writeControls(app.good);
   wire();
-  for (const c of document.querySelectorAll('canvas[data-chart]')) observer.observe(c);
-  performance.mark('kvlab:update:start');
-  render(app.page.figures(), ALL);
-  performance.measure('kvlab:update', 'kvlab:update:start');
-  recordUrl(false);
+  const canvases = {};
+  for (const c of document.querySelectorAll('canvas[data-chart]')) {
+    observer.observe(c);
+    canvases[c.dataset.chart] = c;
+  }
+  try {
+    const spec = drawSpec(chartsOf(ALL)); // sizes read before the canvases are handed over
+    await app.client.attach(canvases);
+    const start = performance.now();
+    const drawn = await request('draw', { draw: spec });
+    measureTimings(drawn.timings, start);
+    render(figures, ALL);
+    performance.measure('kvlab:update', 'kvlab:update:start');
+    recordUrl(false, await request('toQuery', { settings: app.good }));
+    // For tests and embedding pages: fingerprints of the data in use (native == wasm).
+    document.body.dataset.fingerprints = (await request('fingerprints', {})).join(' ');
+  } catch (e) {
+    failed(e);
+    return;
+  }
   status.hidden = true;
-  // For tests and embedding pages: fingerprints of the data in use (native == wasm).
-  document.body.dataset.fingerprints = app.page.dataFingerprints().join(' ');
   document.body.dataset.state = 'ready';
 }
 

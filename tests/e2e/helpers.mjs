@@ -76,12 +76,19 @@ export async function open(context, url, { waitReady = true } = {}) {
     if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${res.url()}`);
   });
   await page.goto(url);
-  if (waitReady) await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+  if (waitReady) {
+    await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+    await settle(page);
+  }
   return { page, problems, requests };
 }
 
-/** Waits two animation frames so a scheduled update has run and painted. */
+/**
+ * Waits until the page is up to date (no change waiting, no request with the engine: the page
+ * clears `body[data-busy]` then), then two animation frames so the result is painted.
+ */
 export async function settle(page) {
+  await page.locator('body:not([data-busy])').waitFor({ timeout: 60_000 });
   await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
 }
 
@@ -129,8 +136,15 @@ export async function canvasHash(page, chart) {
 
 /** Share of a canvas's pixels that differ from its corner (background) pixel. */
 export async function inkShare(page, chart) {
+  await settle(page);
   return page.locator(`canvas[data-chart="${chart}"]`).evaluate((c) => {
-    const { data } = c.getContext('2d').getImageData(0, 0, c.width, c.height);
+    // The chart canvases belong to the worker (transferred): read them through a copy.
+    const copy = document.createElement('canvas');
+    copy.width = c.width;
+    copy.height = c.height;
+    const ctx = copy.getContext('2d');
+    ctx.drawImage(c, 0, 0);
+    const { data } = ctx.getImageData(0, 0, c.width, c.height);
     const [r0, g0, b0] = [data[0], data[1], data[2]];
     let ink = 0;
     for (let i = 0; i < data.length; i += 4) {

@@ -1,0 +1,327 @@
+//! Browser driver (wasm32 only): the single module that talks to JavaScript and the DOM.
+//!
+//! It translates and nothing more: settings objects in (validated by serde into
+//! [`crate::state::Settings`]), calls on the [`crate::lab::Lab`] that holds the data in wasm
+//! memory, charts drawn by [`crate::render`] onto canvases (plotters-canvas for vector parts,
+//! `ImageData` for heatmap pixels), and small figure objects out. Big arrays never cross the
+//! boundary per frame.
+//!
+//! Errors are JavaScript `Error`s whose `field` property names the control that caused them, so
+//! the page shows the message next to that control; the lab keeps its last good state.
+
+use crate::chart::{ChartError, ChartStyle};
+use crate::lab::{Lab, LabError, Stage, UploadChoice};
+use crate::render::{self, Labels, Pixels};
+use crate::state::Settings;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters_canvas::CanvasBackend;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::{Clamped, JsCast};
+use web_sys::{
+    CanvasRenderingContext2d, HtmlCanvasElement, ImageData, OffscreenCanvas,
+    OffscreenCanvasRenderingContext2d,
+};
+
+mod canvas;
+mod offscreen;
+use canvas::AnyCanvas;
+use offscreen::OffscreenBackend;
+
+/// Installs the panic hook once, when the module is instantiated: a panic is a bug, and its
+/// message should reach the console rather than "unreachable executed".
+#[wasm_bindgen(start)]
+pub fn start() {
+    console_error_panic_hook::set_once();
+}
+
+fn error(field: &str, message: &str) -> JsValue {
+    let e = js_sys::Error::new(message);
+    // Setting a property on a fresh Error object cannot fail; ignore the Result to stay total.
+    let _ = js_sys::Reflect::set(&e, &"field".into(), &field.into());
+    e.into()
+}
+
+fn lab_error(e: &LabError) -> JsValue {
+    error(e.field(), &e.to_string())
+}
+
+fn chart_error(e: ChartError) -> JsValue {
+    error("chart", &e.to_string())
+}
+
+fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| {
+            error(
+                "internal",
+                &format!("could not convert a result for the page: {e}"),
+            )
+        })
+}
+
+/// A progress callback for the lab: calls `f(stage_key)`; an exception thrown by `f` is
+/// ignored (progress is advisory and must not abort a computation).
+fn reporter(f: Option<js_sys::Function>) -> impl FnMut(Stage) {
+    move |stage: Stage| {
+        if let Some(f) = &f {
+            let _ = f.call1(&JsValue::NULL, &stage.key().into());
+        }
+    }
+}
+
+fn settings_of(v: JsValue) -> Result<Settings, JsValue> {
+    serde_wasm_bindgen::from_value(v)
+        .map_err(|e| error("settings", &format!("settings object rejected: {e}")))
+}
+
+/// Parses a URL query into `{settings, warnings}` (never fails on bad values: they are clamped
+/// or replaced by defaults, each with a warning naming the key, the value and the range).
+#[wasm_bindgen(js_name = parseQuery)]
+pub fn parse_query(query: &str) -> Result<JsValue, JsValue> {
+    to_js(&Settings::from_query(query))
+}
+
+/// The canonical query string of a settings object (only non-default values).
+#[wasm_bindgen(js_name = toQuery)]
+pub fn to_query(settings: JsValue) -> Result<String, JsValue> {
+    Ok(settings_of(settings)?.to_query())
+}
+
+/// The model presets: `[{slug, name, layers, n_kv_heads, n_heads, d_head, fp_bytes, ...}]`.
+#[wasm_bindgen(js_name = modelPresets)]
+pub fn model_presets() -> Result<JsValue, JsValue> {
+    #[derive(Serialize)]
+    struct Preset {
+        slug: String,
+        #[serde(flatten)]
+        model: crate::budget::ModelConfig,
+    }
+    let list: Vec<Preset> = crate::budget::ModelConfig::presets()
+        .into_iter()
+        .map(|m| Preset {
+            slug: crate::state::model_slug(&m.name),
+            model: m,
+        })
+        .collect();
+    to_js(&list)
+}
+
+/// The page's handle: the data and every derived view live here, in wasm memory.
+#[wasm_bindgen]
+pub struct Page {
+    lab: Lab,
+}
+
+#[wasm_bindgen]
+impl Page {
+    /// A page on data generated from `settings`; `progress(stage)` (optional) is called with
+    /// each stage's key (`data`, `quantization`, `selection`, `budget`, `compare`, `kivi`)
+    /// before it runs.
+    #[wasm_bindgen(constructor)]
+    pub fn new(settings: JsValue, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
+        let s = settings_of(settings)?;
+        Ok(Page {
+            lab: Lab::new_with_progress(s, &mut reporter(progress)).map_err(|e| lab_error(&e))?,
+        })
+    }
+
+    /// Applies a settings object; returns the figures. On error (an `Error` with `field`) the
+    /// previous view stays. `progress` as in the constructor (only recomputed stages).
+    pub fn update(
+        &mut self,
+        settings: JsValue,
+        progress: Option<js_sys::Function>,
+    ) -> Result<JsValue, JsValue> {
+        let s = settings_of(settings)?;
+        let f = self
+            .lab
+            .update_with_progress(&s, &mut reporter(progress))
+            .map_err(|e| lab_error(&e))?;
+        to_js(f)
+    }
+
+    /// The current figures.
+    pub fn figures(&self) -> Result<JsValue, JsValue> {
+        to_js(self.lab.figures())
+    }
+
+    /// The settings of the current view (after an upload they carry the data's T, S, d).
+    pub fn settings(&self) -> Result<JsValue, JsValue> {
+        to_js(self.lab.settings())
+    }
+
+    /// Draws chart `name` (`hist`, `groups`, `rows`, `errmap`, `attn`, `scores`, `strip`,
+    /// `mass`, `tradeoff`, `strips`, `budget-data`, `budget-model`) on `canvas` (an
+    /// `HTMLCanvasElement` in the page or an `OffscreenCanvas` in a worker), whose width/height
+    /// are already in device pixels; `labels` maps text keys to the page language; `scale` is
+    /// `devicePixelRatio`.
+    pub fn draw(
+        &self,
+        name: &str,
+        canvas: JsValue,
+        labels: JsValue,
+        dark: bool,
+        scale: f64,
+    ) -> Result<(), JsValue> {
+        let labels: Labels = serde_wasm_bindgen::from_value(labels)
+            .map_err(|e| error("labels", &format!("labels object rejected: {e}")))?;
+        let style = if dark {
+            ChartStyle::dark()
+        } else {
+            ChartStyle::light()
+        }
+        .with_scale(scale);
+        let no_context = || error("chart", "the canvas has no 2d context");
+        // Where the heatmap pixels go: the same 2d context the backend draws on.
+        let (backend, put): (AnyCanvas, PutPixels) = if let Some(offscreen) =
+            canvas.dyn_ref::<OffscreenCanvas>()
+        {
+            let ctx = offscreen
+                .get_context("2d")?
+                .ok_or_else(no_context)?
+                .dyn_into::<OffscreenCanvasRenderingContext2d>()?;
+            let put_ctx = ctx.clone();
+            (
+                AnyCanvas::Worker(OffscreenBackend::new(offscreen.clone(), ctx)),
+                Box::new(move |img, x, y| put_ctx.put_image_data(img, x, y)),
+            )
+        } else {
+            let canvas: HtmlCanvasElement = canvas.dyn_into().map_err(|_| {
+                error(
+                    "chart",
+                    "not a canvas: expected an HTMLCanvasElement or an OffscreenCanvas",
+                )
+            })?;
+            let inner = CanvasBackend::with_canvas_object(canvas.clone()).ok_or_else(no_context)?;
+            let ctx = canvas
+                .get_context("2d")?
+                .ok_or_else(no_context)?
+                .dyn_into::<CanvasRenderingContext2d>()?;
+            let put_ctx = ctx.clone();
+            (
+                AnyCanvas::Page { inner, ctx },
+                Box::new(move |img, x, y| put_ctx.put_image_data(img, x, y)),
+            )
+        };
+        let root = backend.into_drawing_area();
+        if let Some(px) = draw_chart(&root, &self.lab, name, &labels, &style)? {
+            if let Some(img) = image_of(&px)? {
+                put(&img, f64::from(px.rect.x), f64::from(px.rect.y))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads an uploaded file (bytes copied once into wasm); returns what it holds. The data in
+    /// use does not change until [`Page::use_uploaded`].
+    #[wasm_bindgen(js_name = loadFile)]
+    pub fn load_file(&mut self, name: &str, bytes: &[u8]) -> Result<JsValue, JsValue> {
+        let s = self.lab.load_file(name, bytes).map_err(|e| lab_error(&e))?;
+        to_js(&s)
+    }
+
+    /// Uses uploaded tensors `{attention, keys, values?, headMode, head, layer, kvHead,
+    /// normalise}`; returns `{description, warnings}`. On error the data in use stays.
+    #[wasm_bindgen(js_name = useUploaded)]
+    pub fn use_uploaded(
+        &mut self,
+        choice: JsValue,
+        progress: Option<js_sys::Function>,
+    ) -> Result<JsValue, JsValue> {
+        let c: UploadChoice = serde_wasm_bindgen::from_value(choice)
+            .map_err(|e| error("file", &format!("tensor choice rejected: {e}")))?;
+        let s = self
+            .lab
+            .use_uploaded_with_progress(&c, &mut reporter(progress))
+            .map_err(|e| lab_error(&e))?;
+        to_js(&s)
+    }
+
+    /// Back to generated data from `settings`.
+    #[wasm_bindgen(js_name = useGenerated)]
+    pub fn use_generated(
+        &mut self,
+        settings: JsValue,
+        progress: Option<js_sys::Function>,
+    ) -> Result<JsValue, JsValue> {
+        let s = settings_of(settings)?;
+        let f = self
+            .lab
+            .use_generated_with_progress(&s, &mut reporter(progress))
+            .map_err(|e| lab_error(&e))?;
+        to_js(f)
+    }
+
+    /// FNV-1a fingerprints (16 hex digits) of the data in use: `[attention, keys, values]`.
+    /// The same settings give the same fingerprints natively and in wasm (tested both ways).
+    #[wasm_bindgen(js_name = dataFingerprints)]
+    pub fn data_fingerprints(&self) -> Vec<String> {
+        let d = self.lab.data();
+        [&d.attention, &d.keys, &d.values]
+            .iter()
+            .map(|m| format!("{:016x}", crate::synth::fingerprint(m)))
+            .collect()
+    }
+
+    /// Kept/dropped indices and the breakdown as JSON text.
+    #[wasm_bindgen(js_name = exportJson)]
+    pub fn export_json(&self) -> String {
+        self.lab.export_json()
+    }
+
+    /// Per-token kept/role/score and the breakdown as CSV text.
+    #[wasm_bindgen(js_name = exportCsv)]
+    pub fn export_csv(&self) -> String {
+        self.lab.export_csv()
+    }
+}
+
+/// Puts heatmap pixels at (x, y) on the 2d context a chart is drawn on.
+type PutPixels = Box<dyn Fn(&ImageData, f64, f64) -> Result<(), JsValue>>;
+
+/// Draws chart `name` of `lab` on `root`; returns the heatmap pixels still to be put on the
+/// canvas (heatmaps are RGBA buffers, not plotters rectangles).
+fn draw_chart<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    name: &str,
+    labels: &Labels,
+    style: &ChartStyle,
+) -> Result<Option<Pixels>, JsValue> {
+    fn none<T>(r: Result<T, ChartError>) -> Result<Option<Pixels>, JsValue> {
+        r.map(|_| None).map_err(chart_error)
+    }
+    let pixels = match name {
+        "hist" => none(render::quant_histogram(root, lab, labels, style))?,
+        "groups" => none(render::group_errors(root, lab, labels, style))?,
+        "rows" => none(render::row_errors(root, lab, labels, style))?,
+        "scores" => none(render::score_bars(root, lab, labels, style))?,
+        "strip" => none(render::token_strip(root, lab, labels, style))?,
+        "mass" => none(render::mass_retained(root, lab, labels, style))?,
+        "tradeoff" => none(render::tradeoff(root, lab, labels, style))?,
+        "strips" => none(render::policy_strips(root, lab, labels, style))?,
+        "budget-data" => none(render::budget_bar(root, lab, labels, style, false))?,
+        "budget-model" => none(render::budget_bar(root, lab, labels, style, true))?,
+        "errmap" => Some(render::error_heatmap(root, lab, labels, style).map_err(chart_error)?),
+        "attn" => Some(render::attention_heatmap(root, lab, labels, style).map_err(chart_error)?),
+        other => {
+            return Err(error(
+                "chart",
+                &format!("unknown chart '{other}': one of hist, groups, rows, errmap, attn, scores, strip, mass, tradeoff, strips, budget-data, budget-model"),
+            ))
+        }
+    };
+    root.present()
+        .map_err(|e| error("chart", &format!("drawing failed: {e}")))?;
+    Ok(pixels)
+}
+
+/// The heatmap pixels as an `ImageData` (none when the plot area is empty).
+fn image_of(px: &Pixels) -> Result<Option<ImageData>, JsValue> {
+    if px.rect.is_empty() || px.rgba.is_empty() {
+        return Ok(None);
+    }
+    ImageData::new_with_u8_clamped_array_and_sh(Clamped(&px.rgba), px.rect.w, px.rect.h).map(Some)
+}

@@ -1,0 +1,78 @@
+// The page's side of the engine (engine.js): a Web Worker when the browser can draw on
+// transferred canvases (OffscreenCanvas), otherwise the same engine on the page's own thread.
+// Either way `call(op, payload)` returns a promise of the reply, and progress messages go to
+// `onProgress(id, stage)`.
+
+/** True when charts can be drawn from a worker. */
+export function workerPossible() {
+  return typeof Worker !== 'undefined'
+    && typeof OffscreenCanvas !== 'undefined'
+    && typeof HTMLCanvasElement !== 'undefined'
+    && 'transferControlToOffscreen' in HTMLCanvasElement.prototype;
+}
+
+function toError(e) {
+  const err = new Error(e?.message ?? String(e));
+  err.field = e?.field ?? null;
+  return err;
+}
+
+/** Connects to an engine; returns `{mode, call, attach}`. */
+export async function connect(onProgress) {
+  const waiting = new Map(); // request id -> {resolve, reject}
+  let next = 1;
+  const receive = (m) => {
+    if (m.progress) {
+      onProgress(m.id, m.progress);
+      return;
+    }
+    const w = waiting.get(m.id);
+    if (!w) return;
+    waiting.delete(m.id);
+    if (m.ok) w.resolve(m.value);
+    else w.reject(toError(m.error));
+  };
+  let send;
+  const mode = workerPossible() ? 'worker' : 'page';
+  if (mode === 'worker') {
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    worker.onmessage = (e) => receive(e.data);
+    worker.onerror = (e) => {
+      // The worker script itself failed (not a request): every waiting request fails with it.
+      const err = toError({ message: e.message || 'the worker could not start', field: 'module' });
+      for (const w of waiting.values()) w.reject(err);
+      waiting.clear();
+    };
+    send = (message, transfer) => worker.postMessage(message, transfer);
+  } else {
+    const [{ default: init }, { createEngine }] = await Promise.all([
+      import('./pkg/kvlab.js'), import('./engine.js')]);
+    await init();
+    const handle = createEngine((message) => receive(message));
+    let chain = Promise.resolve();
+    send = (message) => {
+      chain = chain.then(() => handle(message));
+    };
+  }
+  const call = (op, payload = {}, transfer = []) => new Promise((resolve, reject) => {
+    const id = next;
+    next += 1;
+    waiting.set(id, { resolve, reject });
+    try {
+      send({ id, op, ...payload }, transfer);
+    } catch (e) {
+      waiting.delete(id);
+      reject(toError(e));
+    }
+  });
+  /** Hands chart canvases (`{name: canvas}`) to the engine: transferred to a worker. */
+  const attach = (canvases) => {
+    if (mode === 'page') return call('attach', { canvases });
+    const offscreen = {};
+    for (const [name, canvas] of Object.entries(canvases)) {
+      offscreen[name] = canvas.transferControlToOffscreen();
+    }
+    return call('attach', { canvases: offscreen }, Object.values(offscreen));
+  };
+  return { mode, call, attach };
+}

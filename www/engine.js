@@ -1,0 +1,133 @@
+// kvlab engine: owns the WebAssembly `Page` (the data and every derived view) and the chart
+// canvases, and answers the page's requests. It runs in a Web Worker (worker.js), so a long
+// computation never blocks the page: the canvases are transferred to it as OffscreenCanvases.
+// Where a browser cannot do that, the page runs the same engine in its own thread (client.js)
+// with the canvases themselves; nothing else differs.
+//
+// Requests are `{id, op, ...}`; every request gets one reply `{id, ok, value}` or
+// `{id, ok: false, error: {message, field}}`; while computing, `{id, progress: stage}` messages
+// name the stage about to run.
+
+import { Page, parseQuery, toQuery, modelPresets } from './pkg/kvlab.js';
+
+/** An `Error` from wasm (or anywhere) as a plain object the page can show. */
+function plainError(e) {
+  return { message: e?.message ?? String(e), field: e?.field ?? null };
+}
+
+/**
+ * An engine posting its messages with `post(message, transfer)`. Returns `handle(request)`,
+ * which runs one request to completion (requests are handled strictly in order).
+ */
+export function createEngine(post) {
+  let page = null;
+  const canvases = new Map(); // chart name -> canvas (OffscreenCanvas or HTMLCanvasElement)
+
+  const now = () => performance.now();
+
+  /** Draws `charts` with the page's labels/theme; returns `{name: ms}`. */
+  function draw(spec) {
+    const timings = {};
+    if (!spec || !page) return timings;
+    for (const name of spec.charts) {
+      const canvas = canvases.get(name);
+      const size = spec.sizes?.[name];
+      if (!canvas || !size) continue;
+      const [w, h] = size;
+      if (canvas.width !== w) canvas.width = w;
+      if (canvas.height !== h) canvas.height = h;
+      const t0 = now();
+      page.draw(name, canvas, spec.labels, spec.dark, spec.scale);
+      timings[name] = now() - t0;
+    }
+    return timings;
+  }
+
+  /** Runs `compute(progress)` then draws; reports the durations. */
+  function computeAndDraw(id, spec, compute) {
+    const progress = (stage) => post({ id, progress: stage });
+    const t0 = now();
+    const value = compute(progress);
+    const compute_ms = now() - t0;
+    let draws = {};
+    let drawError = null;
+    if (spec?.charts?.length) progress('draw');
+    try {
+      draws = draw(spec);
+    } catch (e) {
+      drawError = plainError(e); // the numbers are good even if a chart could not be drawn
+    }
+    return { ...value, timings: { compute: compute_ms, draws }, drawError };
+  }
+
+  const ops = {
+    /** `{query, lang}`: parses the query, builds the page (falling back to the defaults). */
+    init({ id, query, lang }) {
+      const parsed = parseQuery(query);
+      parsed.settings.lang = lang;
+      const warnings = parsed.warnings.map((w) => w.message);
+      const progress = (stage) => post({ id, progress: stage });
+      try {
+        page = new Page(parsed.settings, progress);
+      } catch (e) {
+        // A link can ask for data the generator refuses: defaults, and say why.
+        warnings.push(e.message ?? String(e));
+        parsed.settings = { ...parseQuery('').settings, lang };
+        page = new Page(parsed.settings, progress);
+      }
+      return {
+        settings: parsed.settings,
+        warnings,
+        presets: modelPresets(),
+        figures: page.figures(),
+      };
+    },
+    attach({ canvases: list }) {
+      for (const [name, canvas] of Object.entries(list)) canvases.set(name, canvas);
+      return null;
+    },
+    parseQuery: ({ query }) => parseQuery(query),
+    defaults: () => parseQuery('').settings,
+    toQuery: ({ settings }) => toQuery(settings),
+    update: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
+      figures: page.update(settings, progress),
+      query: toQuery(settings),
+    })),
+    draw: ({ draw: spec }) => ({ timings: { compute: 0, draws: draw(spec) } }),
+    loadFile: ({ name, bytes }) => page.loadFile(name, bytes),
+    useUploaded: ({ id, choice, keep, draw: spec }) => computeAndDraw(id, spec, (progress) => {
+      const result = page.useUploaded(choice, progress);
+      // The uploaded data's shape plus the page's own keys (language, embed mode).
+      const settings = { ...page.settings(), ...keep };
+      const figures = page.update(settings, progress);
+      return { result, settings, figures, query: toQuery(settings) };
+    }),
+    useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
+      figures: page.useGenerated(settings, progress),
+      settings,
+      query: toQuery(settings),
+    })),
+    fingerprints: () => page.dataFingerprints(),
+    exportCsv: () => page.exportCsv(),
+    exportJson: () => page.exportJson(),
+    /** A chart as a PNG blob. */
+    async png({ name }) {
+      const canvas = canvases.get(name);
+      if (!canvas) throw new Error(`no chart '${name}'`);
+      if (canvas.convertToBlob) return canvas.convertToBlob({ type: 'image/png' });
+      return new Promise((resolve) => canvas.toBlob(resolve, 'image/png'));
+    },
+  };
+
+  return async function handle(request) {
+    const { id, op } = request;
+    try {
+      const fn = ops[op];
+      if (!fn) throw new Error(`unknown request '${op}'`);
+      const value = await fn(request);
+      post({ id, ok: true, value });
+    } catch (e) {
+      post({ id, ok: false, error: plainError(e) });
+    }
+  };
+}
