@@ -351,7 +351,7 @@ async function request(op, payload, transfer) {
   markBusy();
   if (!app.progressTimer) {
     app.progressTimer = setTimeout(() => {
-      if (!$('#progress-text').textContent) $('#progress-text').textContent = t(app.lang, 'progress.draw');
+      if (!$('#progress-text').textContent) $('#progress-text').textContent = t(app.lang, 'progress.label');
       $('#progress').hidden = false;
     }, 100);
   }
@@ -691,7 +691,6 @@ function wire() {
     c.addEventListener('input', () => schedule(c, false));
     c.addEventListener('change', () => schedule(c, true));
   }
-  $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
   $('#reset').addEventListener('click', async () => {
     try {
       window.localStorage.removeItem('kvlab.query');
@@ -794,6 +793,8 @@ async function main() {
   app.lang = initialLanguage(urlLang);
   app.labels = chartLabels(app.lang);
   applyLanguage(app.lang);
+  // The language switch works from the start, also while a big first computation runs.
+  $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
   performance.mark('kvlab:update:start');
   let first;
   try {
@@ -816,8 +817,9 @@ async function main() {
   if (first.settings.embed) {
     document.body.classList.add('embed', `embed-${first.settings.embed}`);
   }
-  app.settings = { ...first.settings };
-  app.good = { ...first.settings };
+  // (The language may have been switched while the first computation ran.)
+  app.settings = { ...first.settings, lang: app.lang };
+  app.good = { ...app.settings };
   let { figures } = first;
   const restored = await restoreUpload();
   if (restored) {
