@@ -2,7 +2,7 @@
 //!
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`, then the same lints for the
-//!    wasm32 build of `kvlab` (the only build that compiles `web.rs`)
+//!    wasm32 build of `kvlab` (the only build that compiles `src/web/`)
 //! 3. `cargo test --workspace --no-fail-fast` (unit, integration, property and doc tests)
 //! 4. the wasm build and `dist/`
 //! 5. Chromium (installed with apt when missing, as root on Debian)
@@ -106,9 +106,9 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
         plain(ws.cargo().args(["fmt", "--all", "--", "--check"]))
     });
     run.step(
-        "lint: cargo clippy --workspace --all-targets -- -D warnings (host, then wasm32 for web.rs)",
+        "lint: cargo clippy --workspace --all-targets -- -D warnings (host, then wasm32 for src/web/)",
         || {
-            // web.rs only compiles for wasm32, so the host run alone would never lint it.
+            // src/web/ only compiles for wasm32, so the host run alone would never lint it.
             let host = plain(ws.cargo().args([
                 "clippy",
                 "--workspace",
