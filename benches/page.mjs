@@ -137,10 +137,18 @@ async function interact({ selector, value, events }) {
   const t0 = performance.now();
   if (selector) el.value = String(value);
   for (const type of events) el.dispatchEvent(new Event(type, { bubbles: true }));
+  // The engine answers asynchronously (it runs in a worker): wait for the page to say it is up
+  // to date (it removes body[data-busy] after writing the reply), then time the painted frame.
+  await new Promise((resolve) => {
+    if (!document.body.dataset.busy) { resolve(); return; }
+    const mo = new MutationObserver(() => {
+      if (!document.body.dataset.busy) { mo.disconnect(); resolve(); }
+    });
+    mo.observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
+  });
   let rendered = 0;
   const painted = await new Promise((resolve) => {
-    // Registered after the page's own frame callback (which the events scheduled), so this
-    // runs in the same frame, after the page's update.
+    // The first frame after the reply was written: it shows the figures and the worker's charts.
     requestAnimationFrame(() => {
       const ch = new MessageChannel();
       ch.port1.onmessage = () => { rendered = performance.now(); };
@@ -238,10 +246,8 @@ async function memory(browser, page, cdp) {
       out.totalJSHeapSize = performance.memory.totalJSHeapSize;
     }
     try {
-      // The glue returns the existing instance's exports when already initialised.
-      const mod = await import(new URL('pkg/kvlab.js', document.baseURI).href);
-      const exports = await mod.default();
-      out.wasmMemory = exports.memory.buffer.byteLength;
+      // The engine's wasm linear memory (in the worker), through the page's debugging handle.
+      out.wasmMemory = await window.kvlab.call('memory');
     } catch (e) {
       out.wasmMemoryError = String(e);
     }

@@ -8,7 +8,7 @@
 // `{id, ok: false, error: {message, field}}`; while computing, `{id, progress: stage}` messages
 // name the stage about to run.
 
-import { Page, parseQuery, toQuery, modelPresets } from './pkg/kvlab.js';
+import init, { Page, parseQuery, toQuery, modelPresets } from './pkg/kvlab.js';
 
 /** An `Error` from wasm (or anywhere) as a plain object the page can show. */
 function plainError(e) {
@@ -108,6 +108,8 @@ export function createEngine(post) {
       query: toQuery(settings),
     })),
     fingerprints: () => page.dataFingerprints(),
+    /** Bytes of wasm linear memory (init returns the running instance's exports). */
+    memory: async () => (await init()).memory.buffer.byteLength,
     exportCsv: () => page.exportCsv(),
     exportJson: () => page.exportJson(),
     /** A chart as a PNG blob. */

@@ -800,6 +800,8 @@ async function main() {
   try {
     app.client = await connect(onProgress);
     document.body.dataset.engine = app.client.mode;
+    // A handle for the console and the benchmarks: `await kvlab.call('memory')`, etc.
+    window.kvlab = { mode: app.client.mode, call: (op, payload) => app.client.call(op, payload) };
     first = await request('init', { query, lang: app.lang });
   } catch (e) {
     failed(e);
