@@ -218,3 +218,43 @@ test('invalid values typed into controls are refused next to the control; the pa
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('deliberately invalid calls into the engine are refused with messages; the page keeps working', async () => {
+  const { page, problems } = await open(browser.context, urlWith(START));
+  const before = await snapshot(page);
+  // Straight into the wasm module through the page's debugging handle, past every check the
+  // page's own controls make. A panic would abort the module and break every later call.
+  const replies = await page.evaluate(async () => {
+    const settings = await window.kvlab.call('parseQuery', { query: '' });
+    const calls = [
+      ['update', { settings: { ...settings.settings, bits: 99 } }],
+      ['update', { settings: { ...settings.settings, tokens: -5 } }],
+      ['update', { settings: { ...settings.settings, budget: Number.NaN } }],
+      ['update', { settings: 'not an object' }],
+      ['update', { settings: { ...settings.settings, method: 'nonsense' } }],
+      ['draw', { draw: { charts: ['hist'], sizes: { hist: [300, 200] }, labels: 42, dark: false, scale: 1 } }],
+      ['loadFile', { name: 'x.npy', bytes: new Uint8Array([0x93, 0x4e, 0x55]) }],
+      ['useUploaded', { choice: { attention: 'missing::a', keys: 'missing::k', values: null, headMode: 'mean', head: 0, layer: 0, kvHead: 0, normalise: false } }],
+      ['useUploaded', { choice: 42 }],
+      ['noSuchOperation', {}],
+    ];
+    const out = [];
+    for (const [op, payload] of calls) {
+      try {
+        await window.kvlab.call(op, payload);
+        out.push([op, 'accepted']);
+      } catch (e) {
+        out.push([op, e.message]);
+      }
+    }
+    return out;
+  });
+  for (const [op, message] of replies) {
+    assert.notEqual(message, 'accepted', `${op} with invalid input is refused`);
+    assert.ok(message.length > 10 && !/unreachable|RuntimeError/.test(message), `${op}: a message, not a crash: ${message}`);
+  }
+  assert.match(replies[0][1], /bits.*99/i, 'the message names the value');
+  await assertAlive(page, before);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
