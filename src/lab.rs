@@ -685,6 +685,36 @@ pub struct Lab {
     kivi: (KiviConfig, KiviFigures),
     figures: Figures,
     files: Vec<LoadedFile>,
+    rmse_memo: RmseMemo,
+}
+
+/// RMSEs already computed on the current data, by quantization config and tensor. The "one bit
+/// fewer" lever of a config is usually the RMSE of a config the page showed a moment ago (a
+/// bits slider moves by one), so it is looked up here before quantizing again. Cleared with the
+/// data; a few dozen entries at most.
+#[derive(Debug, Clone, Default)]
+struct RmseMemo(Vec<(QuantConfig, KvPick, f64)>);
+
+impl RmseMemo {
+    /// Entries kept (oldest dropped first): every bit width of both schemes and tensors fits.
+    const CAPACITY: usize = 64;
+
+    fn get(&self, config: &QuantConfig, tensor: KvPick) -> Option<f64> {
+        self.0
+            .iter()
+            .find(|(c, t, _)| c == config && *t == tensor)
+            .map(|&(_, _, r)| r)
+    }
+
+    fn put(&mut self, config: QuantConfig, tensor: KvPick, rmse: f64) {
+        if self.get(&config, tensor).is_some() {
+            return;
+        }
+        if self.0.len() >= Self::CAPACITY {
+            self.0.remove(0);
+        }
+        self.0.push((config, tensor, rmse));
+    }
 }
 
 fn quant_config(s: &Settings) -> QuantConfig {
@@ -700,7 +730,9 @@ fn quant_config(s: &Settings) -> QuantConfig {
     }
 }
 
-fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
+/// The quantization section on `data` with `s`; `memo` holds RMSEs already computed on this
+/// data (see [`RmseMemo`]) and gains this view's.
+fn quant_view(data: &Data, s: &Settings, memo: &mut RmseMemo) -> Result<QuantView, LabError> {
     let config = quant_config(s);
     let x = match s.tensor {
         KvPick::K => &data.keys,
@@ -730,13 +762,12 @@ fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
                 ),
             })
         }
-        None => (0..x.cols())
-            .max_by(|&a, &b| {
-                col_max_abs(x, a)
-                    .total_cmp(&col_max_abs(x, b))
-                    .then(b.cmp(&a))
-            })
-            .unwrap_or(0),
+        None => {
+            let max_abs = col_max_abs(x);
+            (0..x.cols())
+                .max_by(|&a, &b| max_abs[a].total_cmp(&max_abs[b]).then(b.cmp(&a)))
+                .unwrap_or(0)
+        }
     };
     let channel_values = x.column(channel).unwrap_or_default();
     let (mn, mx) = channel_values
@@ -779,12 +810,20 @@ fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
         fp_bytes: n * 2,
     };
     let min_bits = *QuantConfig::bits_range(config.scheme).start();
+    memo.put(config, s.tensor, stats.rmse);
     let rmse_one_bit_fewer = if config.bits > min_bits {
         let cfg = QuantConfig {
             bits: config.bits - 1,
             ..config
         };
-        Some(error_stats(x, &quantize(x, &cfg)?).rmse)
+        Some(match memo.get(&cfg, s.tensor) {
+            Some(rmse) => rmse,
+            None => {
+                let rmse = error_stats(x, &quantize(x, &cfg)?).rmse;
+                memo.put(cfg, s.tensor, rmse);
+                rmse
+            }
+        })
     } else {
         None
     };
@@ -806,10 +845,16 @@ fn quant_view(data: &Data, s: &Settings) -> Result<QuantView, LabError> {
     })
 }
 
-fn col_max_abs(x: &Matrix, c: usize) -> f32 {
-    x.iter_rows()
-        .map(|r| r.get(c).map_or(0.0, |v| v.abs()))
-        .fold(0.0, f32::max)
+/// `max_t |x[t][c]|` of every column `c`, in one row-major pass (a max is exact, so the order
+/// does not matter).
+fn col_max_abs(x: &Matrix) -> Vec<f32> {
+    let mut out = vec![0f32; x.cols()];
+    for row in x.iter_rows() {
+        for (m, &v) in out.iter_mut().zip(row) {
+            *m = m.max(v.abs());
+        }
+    }
+    out
 }
 
 /// `0-3,17,480-511`: ascending indices as compact ranges.
@@ -1169,7 +1214,8 @@ impl Lab {
         progress: &mut dyn FnMut(Stage),
     ) -> Result<Lab, LabError> {
         progress(Stage::Quantization);
-        let quant = quant_view(&data, &settings)?;
+        let mut rmse_memo = RmseMemo::default();
+        let quant = quant_view(&data, &settings, &mut rmse_memo)?;
         progress(Stage::Selection);
         let select = select_view(&data, &settings)?;
         progress(Stage::Budget);
@@ -1198,6 +1244,7 @@ impl Lab {
             kivi: (kivi_cfg, kivi),
             figures,
             files: Vec::new(),
+            rmse_memo,
         })
     }
 
@@ -1233,9 +1280,15 @@ impl Lab {
             channel: s.channel,
             meta: s.meta,
         };
+        // Committed with the rest below: on an error the lab keeps its old memo.
+        let mut rmse_memo = if regenerate {
+            RmseMemo::default()
+        } else {
+            self.rmse_memo.clone()
+        };
         let new_quant = if regenerate || qkey != self.quant.key {
             progress(Stage::Quantization);
-            Some(quant_view(data, s)?)
+            Some(quant_view(data, s, &mut rmse_memo)?)
         } else {
             None
         };
@@ -1288,6 +1341,7 @@ impl Lab {
         }
         self.figures = figures;
         self.settings = s.clone();
+        self.rmse_memo = rmse_memo;
         Ok(&self.figures)
     }
 

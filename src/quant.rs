@@ -257,6 +257,101 @@ pub fn round_half_even(x: f64) -> f64 {
     x.round_ties_even()
 }
 
+/// `round_half_even(z) as i32` for `|z| <= 2^31 - 1` (codes: `|z| <= 2^16` after clamping),
+/// without a rounding instruction or a saturating conversion, so that the quantizer's loop
+/// vectorises on every target: adding `1.5 * 2^52` moves `z` to where the `f64` spacing is
+/// exactly 1, so the addition itself rounds it (to nearest, ties to even, the default mode),
+/// and the low 32 bits of the sum's mantissa are the integer in two's complement.
+#[inline]
+fn round_to_i32(z: f64) -> i32 {
+    const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    (z + SHIFT).to_bits() as u32 as i32
+}
+
+impl GroupLayout {
+    /// Rows with the same pattern have the same groups in every column
+    /// ([`GroupLayout::row_groups`]): per-channel rows of one block of `g` tokens, any row of a
+    /// per-tensor layout. The hot loops load a row's per-column parameters once per pattern.
+    #[inline]
+    fn pattern(&self, row: usize) -> usize {
+        match self.granularity {
+            Granularity::PerChannel => row / self.group_size,
+            Granularity::PerToken => row,
+            Granularity::PerTensor => 0,
+        }
+    }
+}
+
+/// The groups of the current row pattern as per-column arrays (see [`GroupLayout::pattern`]),
+/// so that the loops over a row read `scale[c]` rather than `scales[group_of(r, c)]`.
+struct RowParams {
+    /// The loaded pattern (`usize::MAX` before the first row).
+    pattern: usize,
+    /// `ids[c]`: the group of column `c`.
+    ids: Vec<usize>,
+}
+
+impl RowParams {
+    fn new(cols: usize) -> Self {
+        Self {
+            pattern: usize::MAX,
+            ids: Vec::with_capacity(cols),
+        }
+    }
+
+    /// Loads the groups of `row`; returns false when its pattern is the one already loaded.
+    #[inline]
+    fn load(&mut self, layout: &GroupLayout, row: usize) -> bool {
+        let p = layout.pattern(row);
+        if p == self.pattern {
+            return false;
+        }
+        self.pattern = p;
+        layout.row_groups(row, &mut self.ids);
+        true
+    }
+}
+
+/// Per-group minimum and maximum of `x` (`(lo, hi)`), and whether every value is finite.
+/// Row-major, with running per-column extremes flushed into the groups when the row pattern
+/// changes (min and max are exact, so the order does not matter).
+fn group_extremes(x: &Matrix, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, bool) {
+    let n_groups = layout.groups();
+    let cols = x.cols();
+    let mut lo = vec![f32::INFINITY; n_groups];
+    let mut hi = vec![f32::NEG_INFINITY; n_groups];
+    let mut lo_c = vec![f32::INFINITY; cols];
+    let mut hi_c = vec![f32::NEG_INFINITY; cols];
+    let mut finite = true;
+    let mut params = RowParams::new(cols);
+    let flush =
+        |ids: &[usize], lo_c: &mut [f32], hi_c: &mut [f32], lo: &mut [f32], hi: &mut [f32]| {
+            for ((&g, l), h) in ids.iter().zip(lo_c.iter_mut()).zip(hi_c.iter_mut()) {
+                if let (Some(gl), Some(gh)) = (lo.get_mut(g), hi.get_mut(g)) {
+                    *gl = gl.min(*l);
+                    *gh = gh.max(*h);
+                }
+                *l = f32::INFINITY;
+                *h = f32::NEG_INFINITY;
+            }
+        };
+    for (r, row) in x.iter_rows().enumerate() {
+        if layout.pattern(r) != params.pattern {
+            flush(&params.ids, &mut lo_c, &mut hi_c, &mut lo, &mut hi);
+            params.load(layout, r);
+        }
+        let mut ok = true;
+        for ((l, h), &v) in lo_c.iter_mut().zip(hi_c.iter_mut()).zip(row) {
+            *l = if v < *l { v } else { *l };
+            *h = if v > *h { v } else { *h };
+            ok &= v.is_finite();
+        }
+        finite &= ok;
+    }
+    flush(&params.ids, &mut lo_c, &mut hi_c, &mut lo, &mut hi);
+    (lo, hi, finite)
+}
+
 /// Quantizes `x` with `config` (note §2.1 / §2.3).
 ///
 /// ```
@@ -278,25 +373,26 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
             max: *range.end(),
         });
     }
-    if let Some((row, col)) = x.first_non_finite() {
-        return Err(QuantError::NonFinite {
-            row,
-            col,
-            value: x.get(row, col).unwrap_or(f32::NAN),
-        });
-    }
-    let layout = GroupLayout::new(x.rows(), x.cols(), config)?;
-    let n_groups = layout.groups();
-    let mut lo = vec![f32::INFINITY; n_groups];
-    let mut hi = vec![f32::NEG_INFINITY; n_groups];
-    let mut groups = Vec::with_capacity(x.cols());
-    for (r, row) in x.iter_rows().enumerate() {
-        layout.row_groups(r, &mut groups);
-        for (&v, &g) in row.iter().zip(&groups) {
-            lo[g] = lo[g].min(v);
-            hi[g] = hi[g].max(v);
+    let non_finite = |x: &Matrix| {
+        x.first_non_finite()
+            .map(|(row, col)| QuantError::NonFinite {
+                row,
+                col,
+                value: x.get(row, col).unwrap_or(f32::NAN),
+            })
+    };
+    // A non-finite value is reported before a bad group size.
+    let layout = match GroupLayout::new(x.rows(), x.cols(), config) {
+        Ok(l) => l,
+        Err(e) => return Err(non_finite(x).unwrap_or(e)),
+    };
+    let (lo, hi, finite) = group_extremes(x, &layout);
+    if !finite {
+        if let Some(e) = non_finite(x) {
+            return Err(e);
         }
     }
+    let n_groups = layout.groups();
     let qmax = config.qmax();
     let mut scales = vec![0f32; n_groups];
     let mut zero_points = match config.scheme {
@@ -342,39 +438,15 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
             *zp = round_half_even(-f64::from(mn) / f64::from(s)) as i64;
         }
     }
-    let mut codes = vec![0i32; x.data().len()];
-    let cols = x.cols();
-    for (r, row) in x.iter_rows().enumerate() {
-        let out = &mut codes[r * cols..(r + 1) * cols];
-        layout.row_groups(r, &mut groups);
-        for ((&v, q), &g) in row.iter().zip(out.iter_mut()).zip(&groups) {
-            let s = f64::from(scales[g]);
-            *q = if constant[g] {
-                match config.scheme {
-                    Scheme::Symmetric => {
-                        if v > 0.0 {
-                            1
-                        } else if v < 0.0 {
-                            -1
-                        } else {
-                            0
-                        }
-                    }
-                    Scheme::Asymmetric => 0,
-                }
-            } else {
-                match config.scheme {
-                    Scheme::Symmetric => {
-                        round_half_even(f64::from(v) / s).clamp(-(qmax as f64), qmax as f64) as i32
-                    }
-                    Scheme::Asymmetric => {
-                        let zp = zero_points[g] as f64;
-                        round_half_even(f64::from(v) / s + zp).clamp(0.0, qmax as f64) as i32
-                    }
-                }
-            };
-        }
-    }
+    let codes = encode(
+        x,
+        &layout,
+        config.scheme,
+        qmax,
+        &scales,
+        &zero_points,
+        &constant,
+    );
     Ok(Quantized {
         config: *config,
         layout,
@@ -382,6 +454,63 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
         scales,
         zero_points,
     })
+}
+
+/// The codes of every element, row-major: `clamp(round(x / scale), -qmax, qmax)` (symmetric)
+/// or `clamp(round(x / scale + zp), 0, qmax)` (asymmetric), computed in `f64` from the stored
+/// `f32` scale; constant groups get `sign(x)` (symmetric) or 0 (asymmetric).
+///
+/// The per-column scale, zero point and constant flag are loaded once per row pattern, so the
+/// inner loop is a straight pass over contiguous arrays (it vectorises).
+fn encode(
+    x: &Matrix,
+    layout: &GroupLayout,
+    scheme: Scheme,
+    qmax: i64,
+    scales: &[f32],
+    zero_points: &[i64],
+    constant: &[bool],
+) -> Vec<i32> {
+    let cols = x.cols();
+    let mut codes = vec![0i32; x.data().len()];
+    let mut params = RowParams::new(cols);
+    let mut scale_c = vec![0f64; cols];
+    let mut zp_c = vec![0f64; cols];
+    let mut const_c = vec![false; cols];
+    let qmax = qmax as f64;
+    for (r, (row, out)) in x.iter_rows().zip(codes.chunks_exact_mut(cols)).enumerate() {
+        if params.load(layout, r) {
+            for (c, &g) in params.ids.iter().enumerate() {
+                scale_c[c] = f64::from(scales.get(g).copied().unwrap_or(0.0));
+                zp_c[c] = zero_points.get(g).copied().unwrap_or(0) as f64;
+                const_c[c] = constant.get(g).copied().unwrap_or(false);
+            }
+        }
+        let params = scale_c.iter().zip(&zp_c).zip(&const_c);
+        match scheme {
+            Scheme::Symmetric => {
+                for ((q, &v), ((&s, _), &k)) in out.iter_mut().zip(row).zip(params) {
+                    // clamp(round(z)) = round(clamp(z)): the bounds are integers.
+                    let code = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
+                    let sign = if v > 0.0 {
+                        1
+                    } else if v < 0.0 {
+                        -1
+                    } else {
+                        0
+                    };
+                    *q = if k { sign } else { code };
+                }
+            }
+            Scheme::Asymmetric => {
+                for ((q, &v), ((&s, &zp), &k)) in out.iter_mut().zip(row).zip(params) {
+                    let code = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
+                    *q = if k { 0 } else { code };
+                }
+            }
+        }
+    }
+    codes
 }
 
 impl Quantized {
@@ -432,25 +561,21 @@ impl Quantized {
     /// (length `rows * cols`; shorter buffers are filled as far as they go).
     pub fn dequantize_into(&self, out: &mut [f32]) {
         let cols = self.layout.cols.max(1);
-        let mut groups = Vec::with_capacity(cols);
+        let mut params = DequantParams::new(cols);
         for (r, (orow, qrow)) in out
             .chunks_mut(cols)
             .zip(self.codes.chunks(cols))
             .enumerate()
         {
-            self.layout.row_groups(r, &mut groups);
-            for ((o, &q), &g) in orow.iter_mut().zip(qrow).zip(&groups) {
-                *o = self.value(q, g);
+            params.load(self, r);
+            for ((o, &q), (&s, &zp)) in orow
+                .iter_mut()
+                .zip(qrow)
+                .zip(params.scale.iter().zip(&params.zero_point))
+            {
+                *o = dequantize_one(q, s, zp);
             }
         }
-    }
-
-    /// `x_hat` of code `q` in group `g`.
-    #[inline]
-    fn value(&self, q: i32, g: usize) -> f32 {
-        let s = f64::from(self.scales[g]);
-        let zp = self.zero_points.get(g).copied().unwrap_or(0);
-        (s * (i64::from(q) - zp) as f64) as f32
     }
 
     /// The de-quantized tensor `x_hat`.
@@ -485,6 +610,50 @@ impl Quantized {
 /// A quantized tensor always has `rows, cols >= 1` because its input was a valid [`Matrix`].
 fn unreachable_matrix() -> Matrix {
     Matrix::filled(1, 1, 0.0).unwrap_or_else(|_| unreachable!("1x1 is a valid shape"))
+}
+
+/// `x_hat = (scale * (q - zp)) as f32`, with the scale as `f64` and `zp = 0` for symmetric
+/// (the one formula every reader of codes uses, so they all agree bit for bit).
+#[inline]
+fn dequantize_one(q: i32, scale: f64, zero_point: i64) -> f32 {
+    (scale * (i64::from(q) - zero_point) as f64) as f32
+}
+
+/// A quantized tensor's scale (as `f64`) and zero point (0 for symmetric) of each column of the
+/// current row pattern (see [`GroupLayout::pattern`]).
+struct DequantParams {
+    row: RowParams,
+    scale: Vec<f64>,
+    zero_point: Vec<i64>,
+}
+
+impl DequantParams {
+    fn new(cols: usize) -> Self {
+        Self {
+            row: RowParams::new(cols),
+            scale: vec![0.0; cols],
+            zero_point: vec![0; cols],
+        }
+    }
+
+    /// Loads the parameters of `row`; returns false when they are already loaded.
+    #[inline]
+    fn load(&mut self, q: &Quantized, row: usize) -> bool {
+        if !self.row.load(&q.layout, row) {
+            return false;
+        }
+        for ((&g, s), zp) in self
+            .row
+            .ids
+            .iter()
+            .zip(self.scale.iter_mut())
+            .zip(self.zero_point.iter_mut())
+        {
+            *s = f64::from(q.scales.get(g).copied().unwrap_or(0.0));
+            *zp = q.zero_points.get(g).copied().unwrap_or(0);
+        }
+        true
+    }
 }
 
 /// Bytes that a stored scale or zero point takes (note §2.4: metadata is not free).
@@ -604,54 +773,167 @@ pub fn try_error_stats(
     meta: MetaDtype,
 ) -> Result<ErrorStats, ShapeMismatch> {
     check_shape(x, q)?;
-    let cols = x.cols();
-    let n = x.data().len();
-    let mut max_abs = 0f64;
-    let mut sum_abs = 0f64;
-    let mut sum_sq = 0f64;
-    let mut sig_sq = 0f64;
-    let mut exp_mse = 0f64;
-    let mut worst = 0f64;
-    let mut ids = Vec::with_capacity(cols);
-    let mut row_ids_for = usize::MAX;
-    for (i, (&v, &code)) in x.data().iter().zip(q.codes()).enumerate() {
-        let (r, c) = (i / cols, i % cols);
-        if r != row_ids_for {
-            q.layout.row_groups(r, &mut ids);
-            row_ids_for = r;
-        }
-        let g = ids[c];
-        let s = f64::from(q.scales[g]);
-        let hat = f64::from(q.value(code, g));
-        let e = (f64::from(v) - hat).abs();
-        max_abs = max_abs.max(e);
-        sum_abs += e;
-        sum_sq += e * e;
-        sig_sq += f64::from(v) * f64::from(v);
-        exp_mse += s * s / 12.0;
-        if s > 0.0 {
-            worst = worst.max(e / (s / 2.0));
+    let pass = error_pass::<false>(x, q, &mut [], &mut Vec::new());
+    Ok(pass.stats(x, q, source_bytes, meta))
+}
+
+/// The sums of one pass over `x` and its quantization `q` (see [`error_pass`]).
+struct ErrorPass {
+    /// `sum |x - x_hat|`, in element order.
+    sum_abs: f64,
+    /// `sum (x - x_hat)^2`, in element order.
+    sum_sq: f64,
+    /// `sum x^2`, in element order.
+    sig_sq: f64,
+    /// `sum scale^2 / 12` over elements, in element order.
+    exp_mse: f64,
+    /// Per group: `max |x - x_hat|` computed in `f32` (only filled by the full pass).
+    group_max32: Vec<f32>,
+    /// Per group: `max |x - x_hat|` computed in `f64`.
+    group_max64: Vec<f64>,
+}
+
+impl ErrorPass {
+    fn stats(&self, x: &Matrix, q: &Quantized, source_bytes: u64, meta: MetaDtype) -> ErrorStats {
+        let n = x.data().len();
+        let nf = n as f64;
+        let snr_db = if self.sum_sq == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (self.sig_sq / self.sum_sq).log10()
+        };
+        let max_abs = self.group_max64.iter().copied().fold(0f64, f64::max);
+        // max_e e / (s/2) = (max_e e) / (s/2): division by a positive number is monotone, so
+        // the worst element of each group is the one with the largest error.
+        let worst = self
+            .group_max64
+            .iter()
+            .zip(&q.scales)
+            .map(|(&e, &s)| (e, f64::from(s)))
+            .filter(|&(_, s)| s > 0.0)
+            .map(|(e, s)| e / (s / 2.0))
+            .fold(0f64, f64::max);
+        let bits = q.config.bits;
+        let stored = packed_code_bytes(n as u64, bits)
+            + metadata_bytes(q.scales.len() as u64, q.config.scheme, meta);
+        ErrorStats {
+            max_abs,
+            mean_abs: self.sum_abs / nf,
+            rmse: (self.sum_sq / nf).sqrt(),
+            snr_db,
+            expected_mse: self.exp_mse / nf,
+            worst_bound_use: worst,
+            compression_ratio: (n as u64 * source_bytes) as f64 / stored as f64,
+            compression_ratio_no_meta: (source_bytes * 8) as f64 / f64::from(bits),
         }
     }
-    let nf = n as f64;
-    let snr_db = if sum_sq == 0.0 {
-        f64::INFINITY
-    } else {
-        10.0 * (sig_sq / sum_sq).log10()
+}
+
+/// One row-major pass over `x` (shape already checked against `q`): the running sums of the
+/// error statistics and the per-group maximum errors; with `FULL`, also `|x - x_hat|` into
+/// `abs_err` and each row's squared error and bound into `rows`.
+///
+/// The sums are accumulated element by element in row-major order (the order that defines
+/// them); the maxima per column of the current row pattern, folded into the groups when the
+/// pattern changes.
+fn error_pass<const FULL: bool>(
+    x: &Matrix,
+    q: &Quantized,
+    abs_err: &mut [f32],
+    rows: &mut Vec<RowError>,
+) -> ErrorPass {
+    let cols = x.cols();
+    let n_groups = q.scales.len();
+    let mut out = ErrorPass {
+        sum_abs: 0.0,
+        sum_sq: 0.0,
+        sig_sq: 0.0,
+        exp_mse: 0.0,
+        group_max32: vec![0.0; if FULL { n_groups } else { 0 }],
+        group_max64: vec![0.0; n_groups],
     };
-    let bits = q.config.bits;
-    let stored = packed_code_bytes(n as u64, bits)
-        + metadata_bytes(q.scales.len() as u64, q.config.scheme, meta);
-    Ok(ErrorStats {
-        max_abs,
-        mean_abs: sum_abs / nf,
-        rmse: (sum_sq / nf).sqrt(),
-        snr_db,
-        expected_mse: exp_mse / nf,
-        worst_bound_use: worst,
-        compression_ratio: (n as u64 * source_bytes) as f64 / stored as f64,
-        compression_ratio_no_meta: (source_bytes * 8) as f64 / f64::from(bits),
-    })
+    let mut params = DequantParams::new(cols);
+    // Per column of the current pattern: scale^2 / 12, and the running maxima.
+    let mut exp_c = vec![0f64; cols];
+    let mut max32_c = vec![0f32; if FULL { cols } else { 0 }];
+    let mut max64_c = vec![0f64; cols];
+    // 1/4 sum_j scale_j^2 of the current pattern (the same for each of its rows).
+    let mut bound = 0f64;
+    let flush = |ids: &[usize], max32_c: &mut [f32], max64_c: &mut [f64], out: &mut ErrorPass| {
+        for (&g, m) in ids.iter().zip(max64_c.iter_mut()) {
+            if let Some(x) = out.group_max64.get_mut(g) {
+                *x = x.max(*m);
+            }
+            *m = 0.0;
+        }
+        for (&g, m) in ids.iter().zip(max32_c.iter_mut()) {
+            if let Some(x) = out.group_max32.get_mut(g) {
+                if *m > *x {
+                    *x = *m;
+                }
+            }
+            *m = 0.0;
+        }
+    };
+    if FULL {
+        rows.reserve(x.rows());
+    }
+    let mut err_rows = abs_err.chunks_exact_mut(cols.max(1));
+    for (r, (row, qrow)) in x.iter_rows().zip(q.codes.chunks_exact(cols)).enumerate() {
+        if q.layout.pattern(r) != params.row.pattern {
+            flush(&params.row.ids, &mut max32_c, &mut max64_c, &mut out);
+            params.load(q, r);
+            bound = 0.0;
+            for (e, &s) in exp_c.iter_mut().zip(&params.scale) {
+                *e = s * s / 12.0;
+                bound += s * s / 4.0;
+            }
+        }
+        let (mut sum_abs, mut sum_sq, mut sig_sq, mut exp_mse) =
+            (out.sum_abs, out.sum_sq, out.sig_sq, out.exp_mse);
+        let mut sq_err = 0f64;
+        let it = row
+            .iter()
+            .zip(qrow)
+            .zip(params.scale.iter().zip(&params.zero_point))
+            .zip(&exp_c)
+            .zip(max64_c.iter_mut());
+        if FULL {
+            let erow = err_rows.next().unwrap_or(&mut []);
+            for (((((&v, &code), (&s, &zp)), &ex), m64), (e32, m32)) in
+                it.zip(erow.iter_mut().zip(max32_c.iter_mut()))
+            {
+                let h = dequantize_one(code, s, zp);
+                *e32 = (v - h).abs();
+                if *e32 > *m32 {
+                    *m32 = *e32;
+                }
+                let d = f64::from(v) - f64::from(h);
+                let e = d.abs();
+                *m64 = m64.max(e);
+                sum_abs += e;
+                sum_sq += e * e;
+                sig_sq += f64::from(v) * f64::from(v);
+                exp_mse += ex;
+                sq_err += d * d;
+            }
+            rows.push(RowError { sq_err, bound });
+        } else {
+            for ((((&v, &code), (&s, &zp)), &ex), m64) in it {
+                let h = dequantize_one(code, s, zp);
+                let e = (f64::from(v) - f64::from(h)).abs();
+                *m64 = m64.max(e);
+                sum_abs += e;
+                sum_sq += e * e;
+                sig_sq += f64::from(v) * f64::from(v);
+                exp_mse += ex;
+            }
+        }
+        (out.sum_abs, out.sum_sq, out.sig_sq, out.exp_mse) = (sum_abs, sum_sq, sig_sq, exp_mse);
+    }
+    let ids = std::mem::take(&mut params.row.ids);
+    flush(&ids, &mut max32_c, &mut max64_c, &mut out);
+    out
 }
 
 /// Everything the page draws about one quantization, from a single pass over the tensor.
@@ -675,41 +957,20 @@ pub fn analyze(
     source_bytes: u64,
     meta: MetaDtype,
 ) -> Result<Analysis, ShapeMismatch> {
-    let stats = try_error_stats(x, q, source_bytes, meta)?;
-    let cols = x.cols();
-    let mut groups: Vec<GroupError> = q
-        .scales
+    check_shape(x, q)?;
+    let mut abs_err = vec![0f32; x.data().len()];
+    let mut rows = Vec::new();
+    let pass = error_pass::<true>(x, q, &mut abs_err, &mut rows);
+    let stats = pass.stats(x, q, source_bytes, meta);
+    let groups = pass
+        .group_max32
         .iter()
-        .map(|&s| GroupError {
-            max_abs: 0.0,
+        .zip(&q.scales)
+        .map(|(&max_abs, &s)| GroupError {
+            max_abs,
             bound: s / 2.0,
         })
         .collect();
-    let mut rows = Vec::with_capacity(x.rows());
-    let mut abs_err = vec![0f32; x.data().len()];
-    let mut ids = Vec::with_capacity(cols);
-    for (r, ((row, qrow), erow)) in x
-        .iter_rows()
-        .zip(q.codes.chunks(cols))
-        .zip(abs_err.chunks_mut(cols))
-        .enumerate()
-    {
-        q.layout.row_groups(r, &mut ids);
-        let mut sq_err = 0f64;
-        let mut bound = 0f64;
-        for (((&v, &code), e), &g) in row.iter().zip(qrow).zip(erow.iter_mut()).zip(&ids) {
-            let h = q.value(code, g);
-            *e = (v - h).abs();
-            if *e > groups[g].max_abs {
-                groups[g].max_abs = *e;
-            }
-            let d = f64::from(v) - f64::from(h);
-            sq_err += d * d;
-            let s = f64::from(q.scales[g]);
-            bound += s * s / 4.0;
-        }
-        rows.push(RowError { sq_err, bound });
-    }
     Ok(Analysis {
         stats,
         groups,
@@ -768,6 +1029,38 @@ mod tests {
         ];
         for (x, want) in cases {
             assert_eq!(round_half_even(x), want, "round({x})");
+        }
+    }
+
+    #[test]
+    fn round_to_i32_is_round_half_even() {
+        let mut z = -70_000.25f64;
+        while z < 70_000.0 {
+            for x in [
+                z,
+                z + 0.5,
+                z + 0.499_999_999_999,
+                -z - 0.5,
+                z.next_up(),
+                z.next_down(),
+            ] {
+                assert_eq!(round_to_i32(x), round_half_even(x) as i32, "round({x})");
+            }
+            z += 12.375;
+        }
+        for x in [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            65535.5,
+            -65535.5,
+            2_147_483_647.0,
+        ] {
+            assert_eq!(round_to_i32(x), round_half_even(x) as i32, "round({x})");
         }
     }
 
