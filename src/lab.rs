@@ -14,7 +14,9 @@ use crate::budget::{
 };
 use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
 use crate::kivi::{channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, TensorError};
-use crate::policy::{self, Policy, QualityReport, SelectionScope, SweepCurve};
+use crate::policy::{
+    self, Evaluator, Policy, PolicyError, PolicyScores, QualityReport, SelectionScope, SweepCurve,
+};
 use crate::quant::{
     error_stats, quantize, ErrorStats, Granularity, GroupError, QuantConfig, QuantError, Quantized,
     RowError,
@@ -27,6 +29,7 @@ use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Set
 use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
 use crate::Matrix;
 use serde::Serialize;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Why an update was refused. [`LabError::field`] names the control to show it next to.
@@ -590,7 +593,52 @@ fn compare_key(
 /// Largest `eval rows x T x d` for which the comparison computes the output error.
 pub const OUTPUT_ERROR_MAX_WORK: usize = 1 << 24;
 
-fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareView, LabError> {
+/// What the comparison reuses between updates on the same data, each part keyed by the settings
+/// it depends on (a change of B alone recomputes only the table's selections and reports).
+/// Shared, so that keeping the last good copy for a failed update costs nothing.
+#[derive(Debug, Clone, Default)]
+struct CompareCache {
+    /// The policies' scores and rankings (keyed by the policies and the observed rows).
+    scores: Option<Arc<PolicyScores>>,
+    /// The table's evaluation, by observed rows and, when the output error is computed, the
+    /// quantization of V.
+    table: Option<(TableKey, Arc<Result<Evaluator, PolicyError>>)>,
+    /// The sweep's evaluation (mass only), by observed rows.
+    sweep_eval: Option<(usize, Arc<Result<Evaluator, PolicyError>>)>,
+    /// The sweep's curves before [`annotate`], by policies, recent window and observed rows.
+    curves: Option<(CurvesKey, Arc<SweepResult>)>,
+}
+
+/// The sweep's curves, or why it was refused.
+type SweepResult = Result<Vec<SweepCurve>, PolicyError>;
+
+/// Observed rows and the quantization of V (when the output error is computed).
+type TableKey = (usize, Option<QuantConfig>);
+/// Policies, recent window, observed rows.
+type CurvesKey = (Vec<Policy>, usize, usize);
+
+/// The cached entry when its key is `key`, else `make()` (then cached).
+fn cached<K: PartialEq, V>(
+    slot: &mut Option<(K, Arc<V>)>,
+    key: K,
+    make: impl FnOnce() -> V,
+) -> Arc<V> {
+    match slot {
+        Some((k, v)) if *k == key => v.clone(),
+        _ => {
+            let v = Arc::new(make());
+            *slot = Some((key, v.clone()));
+            v
+        }
+    }
+}
+
+fn compare_view(
+    data: &Data,
+    s: &Settings,
+    quant: &QuantView,
+    cache: &mut CompareCache,
+) -> Result<CompareView, LabError> {
     let a = &data.attention;
     let observed = a.rows() - s.future.min(a.rows() - 1);
     let policies = policies_of(s, a.rows());
@@ -604,23 +652,39 @@ fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareV
     // table shows mass only, so a slider never blocks the page for seconds at long contexts.
     let with_values =
         eval.saturating_mul(a.cols()).saturating_mul(v.cols()) <= OUTPUT_ERROR_MAX_WORK;
-    // V at the current bits, with the current quantization settings.
-    let v_hat = if with_values {
-        Some(quantize(v, &quant.key.config)?.dequantize())
-    } else {
-        None
+    let scores = match &cache.scores {
+        Some(sc) if sc.is_for(&policies, observed) => sc.clone(),
+        previous => {
+            let sc = Arc::new(PolicyScores::new(
+                &policies,
+                a,
+                observed,
+                previous.as_deref(),
+            ));
+            cache.scores = Some(sc.clone());
+            sc
+        }
+    };
+    let table_key = (observed, with_values.then_some(quant.key.config));
+    let table = match &cache.table {
+        Some((k, ev)) if *k == table_key => ev.clone(),
+        _ => {
+            // V at the current bits, with the current quantization settings.
+            let v_hat = if with_values {
+                Some(quantize(v, &quant.key.config)?.dequantize())
+            } else {
+                None
+            };
+            let ev = Evaluator::new(a, with_values.then_some(v), v_hat.as_ref(), observed);
+            cached(&mut cache.table, table_key, || ev)
+        }
     };
     let budget = s.budget.min(a.cols());
     // One selection per policy serves both the table and the strips.
-    let reports = policy::compare_selections(
-        &policies,
-        a,
-        with_values.then_some(v),
-        v_hat.as_ref(),
-        budget,
-        s.recent,
-        observed,
-    );
+    let reports = match &*table {
+        Err(e) => policies.iter().map(|p| (*p, Err(e.clone()))).collect(),
+        Ok(ev) => policy::compare_prepared(ev, &scores, budget, s.recent),
+    };
     let mut rows = Vec::new();
     let mut selections = Vec::new();
     let mut eval_rows = a.rows() - observed;
@@ -647,16 +711,21 @@ fn compare_view(data: &Data, s: &Settings, quant: &QuantView) -> Result<CompareV
         });
         selections.push((p, sel));
     }
-    let mut curves = policy::sweep(
-        &policies,
-        &sweep_budgets(a.cols()),
-        a,
-        None,
-        None,
-        s.recent,
-        observed,
-    )
-    .map_err(|e| LabError::Range {
+    let curves_key = (policies.clone(), s.recent, observed);
+    let curves = match &cache.curves {
+        Some((k, c)) if *k == curves_key => c.clone(),
+        _ => {
+            let sweep_eval = cached(&mut cache.sweep_eval, observed, || {
+                Evaluator::new(a, None, None, observed)
+            });
+            let c = match &*sweep_eval {
+                Err(e) => Err(e.clone()),
+                Ok(ev) => policy::sweep_prepared(ev, &scores, &sweep_budgets(a.cols()), s.recent),
+            };
+            cached(&mut cache.curves, curves_key, || c)
+        }
+    };
+    let mut curves = (*curves).clone().map_err(|e| LabError::Range {
         field: "future",
         message: e.to_string(),
     })?;
@@ -686,6 +755,7 @@ pub struct Lab {
     figures: Figures,
     files: Vec<LoadedFile>,
     rmse_memo: RmseMemo,
+    compare_cache: CompareCache,
 }
 
 /// RMSEs already computed on the current data, by quantization config and tensor. The "one bit
@@ -1222,7 +1292,8 @@ impl Lab {
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
         let together = together(&data, &settings, &quant, &select, &budget)?;
         progress(Stage::Compare);
-        let compare = compare_view(&data, &settings, &quant)?;
+        let mut compare_cache = CompareCache::default();
+        let compare = compare_view(&data, &settings, &quant, &mut compare_cache)?;
         progress(Stage::Kivi);
         let kivi = kivi_figures(&data, &settings)?;
         let kivi_cfg = kivi_config(&settings, &data);
@@ -1245,6 +1316,7 @@ impl Lab {
             figures,
             files: Vec::new(),
             rmse_memo,
+            compare_cache,
         })
     }
 
@@ -1302,14 +1374,21 @@ impl Lab {
         let select = new_select.as_ref().unwrap_or(&self.select);
         let budget = budget_figures(data, s, select.selection.kept.len())?;
         let together = together(data, s, quant, select, &budget)?;
-        let mut new_compare = if regenerate || compare_key(data, s, quant) != self.compare.key {
-            progress(Stage::Compare);
-            compare_view(data, s, quant)?
+        let mut compare_cache = if regenerate {
+            CompareCache::default()
         } else {
-            self.compare.clone()
+            self.compare_cache.clone()
         };
-        annotate(&mut new_compare.curves, data, s)?;
-        let compare = &new_compare;
+        let new_compare = if regenerate || compare_key(data, s, quant) != self.compare.key {
+            progress(Stage::Compare);
+            Some(compare_view(data, s, quant, &mut compare_cache)?)
+        } else {
+            None
+        };
+        let compare = new_compare.as_ref().unwrap_or(&self.compare);
+        // The x axis follows the quantization and the index kind even when the curves do not.
+        let mut curves = compare.curves.clone();
+        annotate(&mut curves, data, s)?;
         let new_kivi = if regenerate || kivi_config(s, data) != self.kivi.0 {
             progress(Stage::Kivi);
             Some((kivi_config(s, data), kivi_figures(data, s)?))
@@ -1335,7 +1414,11 @@ impl Lab {
         if let Some(v) = new_select {
             self.select = v;
         }
-        self.compare = new_compare;
+        if let Some(c) = new_compare {
+            self.compare = c;
+        }
+        self.compare.curves = curves;
+        self.compare_cache = compare_cache;
         if let Some(k) = new_kivi {
             self.kivi = k;
         }
@@ -1706,6 +1789,41 @@ mod tests {
             window: 4,
             future: 4,
             ..Settings::default()
+        }
+    }
+
+    /// The caches (scores, evaluations, curves, RMSEs) never leak a stale number: after every
+    /// change an updated lab shows exactly what a fresh one does.
+    #[test]
+    fn updates_match_a_fresh_lab() {
+        let mut lab = Lab::new(small()).unwrap();
+        let mut s = small();
+        let changes: Vec<fn(&mut Settings)> = vec![
+            |s| s.bits = 3,
+            |s| s.budget = 9,
+            |s| s.bits = 4,
+            |s| s.recent = 0,
+            |s| s.scheme = crate::quant::Scheme::Asymmetric,
+            |s| s.method = Method::Snapkv,
+            |s| s.window = 2,
+            |s| s.future = 2,
+            |s| s.budget = 2,
+            |s| s.sinks = 1,
+            |s| s.bits = 3,
+            |s| s.tensor = KvPick::V,
+            |s| s.seed += 1,
+            |s| s.budget = 12,
+            |s| s.future = 0,
+        ];
+        for change in changes {
+            change(&mut s);
+            lab.update(&s).unwrap();
+            let fresh = Lab::new(s.clone()).unwrap();
+            assert_eq!(lab.figures(), fresh.figures(), "{}", s.to_query());
+            assert_eq!(lab.compare().curves, fresh.compare().curves);
+            assert_eq!(lab.compare().selections, fresh.compare().selections);
+            assert_eq!(lab.select().scores, fresh.select().scores);
+            assert_eq!(lab.quant().abs_err, fresh.quant().abs_err);
         }
     }
 

@@ -508,26 +508,129 @@ pub fn select_with(
 /// Heavy + recent: `T-1, T-2, ..., T-r` (the last `min(B, r)` recent tokens are the first
 /// admitted), then `[0, T - r)` by descending score, ties to the lower index (the order of
 /// math-spec §3's `TopK`). StreamingLLM: the sinks `0..s`, then `T-1, T-2, ...`.
+#[cfg(test)]
 fn admission_order(
     policy: &Policy,
     scores: Option<&[f32]>,
     total: usize,
     recent: usize,
 ) -> Vec<usize> {
-    let scores = match (policy, scores) {
-        (Policy::StreamingLlm { sinks }, _) => {
-            let s = (*sinks).min(total);
-            return (0..s).chain((s..total).rev()).collect();
-        }
-        (_, Some(s)) => s,
-        (_, None) => &[],
-    };
-    let score = |i: usize| scores.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+    admission_order_ranked(policy, &rank(scores.unwrap_or(&[]), total), total, recent)
+}
+
+/// [`admission_order`] from `ranked`, all `T` tokens by descending score ([`rank`]): the
+/// prefix `[0, T - r)` in ranked order is the prefix sorted by the same total order, so a
+/// change of `r` needs no new sort.
+fn admission_order_ranked(
+    policy: &Policy,
+    ranked: &[usize],
+    total: usize,
+    recent: usize,
+) -> Vec<usize> {
+    if let Policy::StreamingLlm { sinks } = policy {
+        let s = (*sinks).min(total);
+        return (0..s).chain((s..total).rev()).collect();
+    }
     let r = effective_recent(policy, recent).min(total);
     let prefix = total - r;
-    let mut heavy: Vec<usize> = (0..prefix).collect();
-    heavy.sort_unstable_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
-    (prefix..total).rev().chain(heavy).collect()
+    (prefix..total)
+        .rev()
+        .chain(ranked.iter().copied().filter(|&i| i < prefix))
+        .collect()
+}
+
+/// Tokens `0..total` by descending score, ties to the lower index (a total order, so the
+/// result is unique); a token without a score ranks as `-inf`.
+fn rank(scores: &[f32], total: usize) -> Vec<usize> {
+    let score = |i: usize| scores.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+    let mut ranked: Vec<usize> = (0..total).collect();
+    ranked.sort_unstable_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+    ranked
+}
+
+/// One policy's score vector on the observed rows and its ranking, for any budget and recent
+/// window.
+#[derive(Debug, Clone)]
+struct PreparedPolicy {
+    policy: Policy,
+    /// [`policy_scores`] (`None` for StreamingLLM), or why the policy cannot run here.
+    scores: Result<Option<Vec<f32>>, PolicyError>,
+    /// All tokens by descending score ([`rank`]); empty when there are no scores.
+    ranked: Vec<usize>,
+}
+
+impl PreparedPolicy {
+    /// [`select_with`] at `budget` and `recent` (on the attention the scores came from, whose
+    /// observed rows and weights the caller has checked).
+    fn select(&self, total: usize, budget: usize, recent: usize) -> Result<Selection, PolicyError> {
+        match self.policy {
+            Policy::StreamingLlm { sinks } => Ok(select::streaming_llm(total, budget, sinks)?),
+            // H2O (sum) included: select::h2o is this rule on the same cumulative scores.
+            _ => match &self.scores {
+                Err(e) => Err(e.clone()),
+                Ok(s) => Ok(select::snapkv(
+                    s.as_deref().unwrap_or_default(),
+                    budget,
+                    effective_recent(&self.policy, recent),
+                )?),
+            },
+        }
+    }
+}
+
+/// The score vectors of a list of policies on one attention history and observation point,
+/// computed once and reused while only the budget or the recent window changes.
+#[derive(Debug, Clone)]
+pub(crate) struct PolicyScores {
+    observed_rows: usize,
+    entries: Vec<PreparedPolicy>,
+}
+
+impl PolicyScores {
+    /// Scores of each of `policies` on `attention` observed up to `observed_rows`. Entries of
+    /// `reuse` (which must come from the same attention) with the same policy and observation
+    /// point are taken over instead of being computed again.
+    pub(crate) fn new(
+        policies: &[Policy],
+        attention: &Matrix,
+        observed_rows: usize,
+        reuse: Option<&PolicyScores>,
+    ) -> Self {
+        let reuse = reuse.filter(|r| r.observed_rows == observed_rows);
+        let entries = policies
+            .iter()
+            .map(|p| {
+                if let Some(e) = reuse.and_then(|r| r.entries.iter().find(|e| e.policy == *p)) {
+                    return e.clone();
+                }
+                let scores = policy_scores(p, attention, observed_rows);
+                let ranked = match &scores {
+                    Ok(Some(s)) => rank(s, attention.cols()),
+                    _ => Vec::new(),
+                };
+                PreparedPolicy {
+                    policy: *p,
+                    scores,
+                    ranked,
+                }
+            })
+            .collect();
+        Self {
+            observed_rows,
+            entries,
+        }
+    }
+
+    /// Whether these are the scores of `policies` observed up to `observed_rows`.
+    pub(crate) fn is_for(&self, policies: &[Policy], observed_rows: usize) -> bool {
+        self.observed_rows == observed_rows
+            && self.entries.len() == policies.len()
+            && self
+                .entries
+                .iter()
+                .zip(policies)
+                .all(|(e, p)| e.policy == *p)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -557,7 +660,8 @@ pub struct QualityReport {
 }
 
 /// The evaluation rows and values, prepared once for many kept sets.
-struct Evaluator {
+#[derive(Debug)]
+pub(crate) struct Evaluator {
     /// Evaluation rows (`E x T`).
     eval: Matrix,
     /// The same, transposed (`T x E`): token `i`'s weights from every row, contiguous.
@@ -567,6 +671,7 @@ struct Evaluator {
     values: Option<ValueCtx>,
 }
 
+#[derive(Debug)]
 struct ValueCtx {
     /// Channels `d`.
     d: usize,
@@ -680,7 +785,9 @@ fn accumulate_mass(eval_t: &[f32], rows: usize, tokens: &[usize], m: &mut [f64])
 }
 
 impl Evaluator {
-    fn new(
+    /// Checks the inputs and prepares the evaluation rows of `attention` for `observed_rows`,
+    /// with the exact outputs when `values` are given (`values_hat`: their de-quantized form).
+    pub(crate) fn new(
         attention: &Matrix,
         values: Option<&Matrix>,
         values_hat: Option<&Matrix>,
@@ -802,7 +909,7 @@ impl Evaluator {
     /// The report of a kept set: mass by [`select::mass_retained`], errors by [`output_error`].
     fn report(&self, kept: &[usize]) -> Result<QualityReport, PolicyError> {
         let kept = distinct_kept(kept, self.total())?;
-        let mass = select::mass_retained(&self.eval, &kept)?;
+        let mass = select::mass_retained_with(&self.eval, &self.row_sum, &kept)?;
         let errors = self.output_errors(&kept);
         Ok(summarize(
             &mass,
@@ -976,16 +1083,33 @@ pub fn compare_selections(
     recent: usize,
     observed_rows: usize,
 ) -> Vec<(Policy, PolicyOutcome)> {
-    let ev = Evaluator::new(attention, values, values_hat, observed_rows);
-    policies
+    match Evaluator::new(attention, values, values_hat, observed_rows) {
+        Err(e) => policies.iter().map(|p| (*p, Err(e.clone()))).collect(),
+        Ok(ev) => {
+            let scores = PolicyScores::new(policies, attention, observed_rows, None);
+            compare_prepared(&ev, &scores, budget, recent)
+        }
+    }
+}
+
+/// [`compare_selections`] with the evaluation and the scores prepared (on the same attention
+/// and observation point): only the selections at `budget` and `recent` and their reports are
+/// computed.
+pub(crate) fn compare_prepared(
+    ev: &Evaluator,
+    scores: &PolicyScores,
+    budget: usize,
+    recent: usize,
+) -> Vec<(Policy, PolicyOutcome)> {
+    let total = ev.total();
+    scores
+        .entries
         .iter()
-        .map(|p| {
-            let r = match &ev {
-                Err(e) => Err(e.clone()),
-                Ok(ev) => select_with(p, attention, budget, recent, observed_rows)
-                    .and_then(|s| ev.report(&s.kept).map(|q| (s, q))),
-            };
-            (*p, r)
+        .map(|e| {
+            let r = e
+                .select(total, budget, recent)
+                .and_then(|s| ev.report(&s.kept).map(|q| (s, q)));
+            (e.policy, r)
         })
         .collect()
 }
@@ -1053,26 +1177,38 @@ pub fn sweep(
     observed_rows: usize,
 ) -> Result<Vec<SweepCurve>, PolicyError> {
     let ev = Evaluator::new(attention, values, values_hat, observed_rows)?;
+    let scores = PolicyScores::new(policies, attention, observed_rows, None);
+    sweep_prepared(&ev, &scores, budgets, recent)
+}
+
+/// [`sweep`] with the evaluation and the scores prepared (on the same attention and
+/// observation point).
+pub(crate) fn sweep_prepared(
+    ev: &Evaluator,
+    scores: &PolicyScores,
+    budgets: &[usize],
+    recent: usize,
+) -> Result<Vec<SweepCurve>, PolicyError> {
     let total = ev.total();
     if let Some(&budget) = budgets.iter().find(|&&b| b == 0 || b > total) {
         return Err(SelectError::Budget { budget, total }.into());
     }
     let mut sorted = budgets.to_vec();
     sorted.sort_unstable();
-    Ok(policies
+    Ok(scores
+        .entries
         .iter()
-        .map(|p| sweep_one(&ev, p, &sorted, attention, recent, observed_rows))
+        .map(|e| sweep_one(ev, e, &sorted, recent))
         .collect())
 }
 
 fn sweep_one(
     ev: &Evaluator,
-    policy: &Policy,
+    prepared: &PreparedPolicy,
     sorted_budgets: &[usize],
-    attention: &Matrix,
     recent: usize,
-    observed_rows: usize,
 ) -> SweepCurve {
+    let policy = &prepared.policy;
     let total = ev.total();
     let mut curve = SweepCurve {
         policy: *policy,
@@ -1080,21 +1216,18 @@ fn sweep_one(
         points: Vec::new(),
         skipped: Vec::new(),
     };
-    let scores = match policy_scores(policy, attention, observed_rows) {
-        Ok(s) => s,
-        Err(e) => {
-            let reason = e.to_string();
-            curve.skipped = sorted_budgets
-                .iter()
-                .map(|&budget| SkippedBudget {
-                    budget,
-                    reason: reason.clone(),
-                })
-                .collect();
-            return curve;
-        }
-    };
-    let order = admission_order(policy, scores.as_deref(), total, recent);
+    if let Err(e) = &prepared.scores {
+        let reason = e.to_string();
+        curve.skipped = sorted_budgets
+            .iter()
+            .map(|&budget| SkippedBudget {
+                budget,
+                reason: reason.clone(),
+            })
+            .collect();
+        return curve;
+    }
+    let order = admission_order_ranked(policy, &prepared.ranked, total, recent);
     let rows = ev.eval.rows();
     let d = ev.values.as_ref().map_or(0, |c| c.d);
     let mut num = vec![0f64; rows * d];

@@ -568,13 +568,7 @@ impl Quantized {
             .enumerate()
         {
             params.load(self, r);
-            for ((o, &q), (&s, &zp)) in orow
-                .iter_mut()
-                .zip(qrow)
-                .zip(params.scale.iter().zip(&params.zero_point))
-            {
-                *o = dequantize_one(q, s, zp);
-            }
+            params.dequantize_row(qrow, orow);
         }
     }
 
@@ -625,6 +619,11 @@ struct DequantParams {
     row: RowParams,
     scale: Vec<f64>,
     zero_point: Vec<i64>,
+    /// The zero points as `f64`.
+    zero_point_f64: Vec<f64>,
+    /// Every loaded `|zp| <= 2^52`, so `q - zp` is exact in `f64` (it always is in practice:
+    /// `|zp| <= |min| / scale` stays below about `2^41`).
+    small_zero_points: bool,
 }
 
 impl DequantParams {
@@ -633,6 +632,26 @@ impl DequantParams {
             row: RowParams::new(cols),
             scale: vec![0.0; cols],
             zero_point: vec![0; cols],
+            zero_point_f64: vec![0.0; cols],
+            small_zero_points: true,
+        }
+    }
+
+    /// `x_hat` of a row of codes under the loaded parameters, as [`dequantize_one`].
+    #[inline]
+    fn dequantize_row(&self, codes: &[i32], out: &mut [f32]) {
+        if self.small_zero_points {
+            // q - zp is exact in f64 here, so this is dequantize_one's number; in f64 the
+            // loop vectorises (i64 -> f64 conversions do not, before AVX-512).
+            let params = self.scale.iter().zip(&self.zero_point_f64);
+            for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
+                *o = (s * (f64::from(q) - zp)) as f32;
+            }
+        } else {
+            let params = self.scale.iter().zip(&self.zero_point);
+            for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
+                *o = dequantize_one(q, s, zp);
+            }
         }
     }
 
@@ -651,6 +670,11 @@ impl DequantParams {
         {
             *s = f64::from(q.scales.get(g).copied().unwrap_or(0.0));
             *zp = q.zero_points.get(g).copied().unwrap_or(0);
+        }
+        const LIMIT: i64 = 1 << 52;
+        self.small_zero_points = self.zero_point.iter().all(|z| (-LIMIT..=LIMIT).contains(z));
+        for (f, &z) in self.zero_point_f64.iter_mut().zip(&self.zero_point) {
+            *f = z as f64;
         }
         true
     }
@@ -879,6 +903,9 @@ fn error_pass<const FULL: bool>(
         rows.reserve(x.rows());
     }
     let mut err_rows = abs_err.chunks_exact_mut(cols.max(1));
+    // The current row's x_hat and |x - x_hat| in f64.
+    let mut hat = vec![0f32; cols];
+    let mut err = vec![0f64; cols];
     for (r, (row, qrow)) in x.iter_rows().zip(q.codes.chunks_exact(cols)).enumerate() {
         if q.layout.pattern(r) != params.row.pattern {
             flush(&params.row.ids, &mut max32_c, &mut max64_c, &mut out);
@@ -889,45 +916,44 @@ fn error_pass<const FULL: bool>(
                 bound += s * s / 4.0;
             }
         }
+        // Element-wise work first (it vectorises: no NaN can occur, so the maxima are plain
+        // comparisons), then the sums, which must run in element order.
+        params.dequantize_row(qrow, &mut hat);
+        for (((&v, &h), e), m64) in row
+            .iter()
+            .zip(&hat)
+            .zip(err.iter_mut())
+            .zip(max64_c.iter_mut())
+        {
+            *e = (f64::from(v) - f64::from(h)).abs();
+            *m64 = if *e > *m64 { *e } else { *m64 };
+        }
+        if FULL {
+            let erow = err_rows.next().unwrap_or(&mut []);
+            for (((&v, &h), e32), m32) in row
+                .iter()
+                .zip(&hat)
+                .zip(erow.iter_mut())
+                .zip(max32_c.iter_mut())
+            {
+                *e32 = (v - h).abs();
+                *m32 = if *e32 > *m32 { *e32 } else { *m32 };
+            }
+        }
         let (mut sum_abs, mut sum_sq, mut sig_sq, mut exp_mse) =
             (out.sum_abs, out.sum_sq, out.sig_sq, out.exp_mse);
         let mut sq_err = 0f64;
-        let it = row
-            .iter()
-            .zip(qrow)
-            .zip(params.scale.iter().zip(&params.zero_point))
-            .zip(&exp_c)
-            .zip(max64_c.iter_mut());
+        for ((&v, &e), &ex) in row.iter().zip(&err).zip(&exp_c) {
+            let e2 = e * e;
+            sum_abs += e;
+            sum_sq += e2;
+            sig_sq += f64::from(v) * f64::from(v);
+            exp_mse += ex;
+            // (x - x_hat)^2 = |x - x_hat|^2 exactly
+            sq_err += e2;
+        }
         if FULL {
-            let erow = err_rows.next().unwrap_or(&mut []);
-            for (((((&v, &code), (&s, &zp)), &ex), m64), (e32, m32)) in
-                it.zip(erow.iter_mut().zip(max32_c.iter_mut()))
-            {
-                let h = dequantize_one(code, s, zp);
-                *e32 = (v - h).abs();
-                if *e32 > *m32 {
-                    *m32 = *e32;
-                }
-                let d = f64::from(v) - f64::from(h);
-                let e = d.abs();
-                *m64 = m64.max(e);
-                sum_abs += e;
-                sum_sq += e * e;
-                sig_sq += f64::from(v) * f64::from(v);
-                exp_mse += ex;
-                sq_err += d * d;
-            }
             rows.push(RowError { sq_err, bound });
-        } else {
-            for ((((&v, &code), (&s, &zp)), &ex), m64) in it {
-                let h = dequantize_one(code, s, zp);
-                let e = (f64::from(v) - f64::from(h)).abs();
-                *m64 = m64.max(e);
-                sum_abs += e;
-                sum_sq += e * e;
-                sig_sq += f64::from(v) * f64::from(v);
-                exp_mse += ex;
-            }
         }
         (out.sum_abs, out.sum_sq, out.sig_sq, out.exp_mse) = (sum_abs, sum_sq, sig_sq, exp_mse);
     }

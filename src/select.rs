@@ -387,10 +387,34 @@ pub fn mass_retained(attention: &Matrix, kept: &[usize]) -> Result<Vec<f64>, Sel
     if let Some(&index) = kept.iter().find(|&&i| i >= total) {
         return Err(SelectError::TokenIndex { index, total });
     }
+    mass_retained_with(attention, &row_sums(attention), kept)
+}
+
+/// `sum_i a[t][i]` of every row `t`, summed in `f64` in token order: the denominators of
+/// [`mass_retained`], computed once for many kept sets.
+pub fn row_sums(attention: &Matrix) -> Vec<f64> {
+    attention
+        .iter_rows()
+        .map(|row| row.iter().map(|&v| f64::from(v)).sum())
+        .collect()
+}
+
+/// [`mass_retained`] with the row sums given (`row_sums` from [`row_sums`] of the same
+/// `attention`; rows without a sum count as mass 0).
+pub fn mass_retained_with(
+    attention: &Matrix,
+    row_sums: &[f64],
+    kept: &[usize],
+) -> Result<Vec<f64>, SelectError> {
+    let total = attention.cols();
+    if let Some(&index) = kept.iter().find(|&&i| i >= total) {
+        return Err(SelectError::TokenIndex { index, total });
+    }
     Ok(attention
         .iter_rows()
-        .map(|row| {
-            let all: f64 = row.iter().map(|&v| f64::from(v)).sum();
+        .enumerate()
+        .map(|(t, row)| {
+            let all = row_sums.get(t).copied().unwrap_or(0.0);
             let k: f64 = kept.iter().map(|&i| f64::from(row[i])).sum();
             if all == 0.0 {
                 1.0
