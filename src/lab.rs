@@ -22,8 +22,7 @@ use crate::quant::{
     RowError,
 };
 use crate::select::{
-    h2o, mass_retained, observation_scores, snapkv, streaming_llm, Pooling, Role, SelectError,
-    Selection,
+    observation_scores, snapkv, streaming_llm, Pooling, Role, SelectError, Selection,
 };
 use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Settings};
 use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
@@ -756,6 +755,7 @@ pub struct Lab {
     files: Vec<LoadedFile>,
     rmse_memo: RmseMemo,
     compare_cache: CompareCache,
+    select_cache: SelectCache,
 }
 
 /// RMSEs already computed on the current data, by quantization config and tensor. The "one bit
@@ -951,8 +951,77 @@ pub fn compact_ranges(indices: &[usize]) -> String {
     out
 }
 
-fn select_view(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
-    let mut v = select_view_at(data, s)?;
+/// What the selection section reuses between updates on the same data: B and r change only
+/// the top-k, not the scores or the rows' total mass.
+#[derive(Debug, Clone, Default)]
+struct SelectCache {
+    /// `sum_i a[t][i]` of every attention row (the denominators of the mass retained).
+    row_sums: Option<Arc<Vec<f64>>>,
+    /// The section's score vector, by the settings it depends on.
+    scores: Option<(ScoreKey, Arc<ScoresResult>)>,
+}
+
+/// A score vector, or why it could not be computed.
+type ScoresResult = Result<Vec<f32>, LabError>;
+
+/// Method, and for SnapKV its window, pooling and kernel (unused fields are zeroed).
+type ScoreKey = (Method, usize, PoolKind, usize);
+
+impl SelectCache {
+    fn row_sums(&mut self, data: &Data) -> Arc<Vec<f64>> {
+        self.row_sums
+            .get_or_insert_with(|| Arc::new(crate::select::row_sums(&data.attention)))
+            .clone()
+    }
+
+    fn scores(&mut self, data: &Data, s: &Settings) -> Arc<ScoresResult> {
+        let key = match s.method {
+            Method::Snapkv => (s.method, s.window, s.pool, s.kernel),
+            _ => (s.method, 0, PoolKind::None, 0),
+        };
+        cached(&mut self.scores, key, || section_scores(data, s))
+    }
+}
+
+/// The score vector the section ranks (cumulative for H2O, observation-window for SnapKV) or
+/// shows (cumulative, for StreamingLLM), or why it cannot be computed; errors name the control
+/// as [`select_view_at`] reports them.
+fn section_scores(data: &Data, s: &Settings) -> ScoresResult {
+    let a = &data.attention;
+    let err = |field: &'static str| move |error: SelectError| LabError::Select { field, error };
+    match s.method {
+        Method::H2o => {
+            // select::h2o's check: H2O refuses non-finite weights before scoring.
+            if let Some((row, col)) = a.first_non_finite() {
+                return Err(err("budget")(SelectError::NonFinite {
+                    what: "attention weight",
+                    index: row * a.cols() + col,
+                    value: a.get(row, col).unwrap_or(f32::NAN),
+                }));
+            }
+            Ok(crate::select::cumulative_scores(a))
+        }
+        Method::Snapkv => {
+            let pooling = match s.pool {
+                PoolKind::None => Pooling::None,
+                PoolKind::Avg => Pooling::Avg { kernel: s.kernel },
+                PoolKind::Max => Pooling::Max { kernel: s.kernel },
+            };
+            let field = if s.window > a.rows() {
+                "window"
+            } else {
+                "kernel"
+            };
+            observation_scores(a, s.window, pooling).map_err(err(field))
+        }
+        Method::Streaming => Ok(crate::select::cumulative_scores(a)),
+    }
+}
+
+fn select_view(data: &Data, s: &Settings, cache: &mut SelectCache) -> Result<SelectView, LabError> {
+    let scores = cache.scores(data, s);
+    let row_sums = cache.row_sums(data);
+    let mut v = select_view_at(data, s, &scores, &row_sums)?;
     let smaller = (s.budget as f64 * 0.9).floor() as usize;
     if smaller >= 1 && smaller < s.budget {
         let s2 = Settings {
@@ -960,13 +1029,20 @@ fn select_view(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
             sinks: s.sinks.min(smaller),
             ..s.clone()
         };
-        let w = select_view_at(data, &s2)?;
+        let w = select_view_at(data, &s2, &scores, &row_sums)?;
         v.fewer_tokens = Some((w.selection.kept.len(), w.figures.mass_mean));
     }
     Ok(v)
 }
 
-fn select_view_at(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
+/// The section at `s.budget` and `s.recent`, from the section's `scores` ([`section_scores`]
+/// with the same settings) and the attention's `row_sums`.
+fn select_view_at(
+    data: &Data,
+    s: &Settings,
+    scores: &ScoresResult,
+    row_sums: &[f64],
+) -> Result<SelectView, LabError> {
     let a = &data.attention;
     let t = a.cols();
     let err = |field: &'static str| move |error: SelectError| LabError::Select { field, error };
@@ -980,31 +1056,19 @@ fn select_view_at(data: &Data, s: &Settings) -> Result<SelectView, LabError> {
         });
     }
     let (scores, selection) = match s.method {
-        Method::H2o => {
-            let sel = h2o(a, s.budget, s.recent).map_err(err("budget"))?;
-            (crate::select::cumulative_scores(a), sel)
-        }
-        Method::Snapkv => {
-            let pooling = match s.pool {
-                PoolKind::None => Pooling::None,
-                PoolKind::Avg => Pooling::Avg { kernel: s.kernel },
-                PoolKind::Max => Pooling::Max { kernel: s.kernel },
-            };
-            let field = if s.window > a.rows() {
-                "window"
-            } else {
-                "kernel"
-            };
-            let sc = observation_scores(a, s.window, pooling).map_err(err(field))?;
-            let sel = snapkv(&sc, s.budget, s.recent).map_err(err("budget"))?;
-            (sc, sel)
+        // select::h2o and select::snapkv are this rule on the section's scores.
+        Method::H2o | Method::Snapkv => {
+            let sc = scores.as_ref().map_err(Clone::clone)?;
+            let sel = snapkv(sc, s.budget, s.recent).map_err(err("budget"))?;
+            (sc.clone(), sel)
         }
         Method::Streaming => {
             let sel = streaming_llm(t, s.budget, s.sinks).map_err(err("sinks"))?;
-            (crate::select::cumulative_scores(a), sel)
+            (scores.as_ref().map_err(Clone::clone)?.clone(), sel)
         }
     };
-    let mass = mass_retained(a, &selection.kept).map_err(err("budget"))?;
+    let mass =
+        crate::select::mass_retained_with(a, row_sums, &selection.kept).map_err(err("budget"))?;
     let mass_mean = mass.iter().sum::<f64>() / mass.len().max(1) as f64;
     let mass_worst = mass.iter().copied().fold(1.0, f64::min);
     let count = |r: Role| selection.roles.iter().filter(|&&x| x == r).count();
@@ -1287,7 +1351,8 @@ impl Lab {
         let mut rmse_memo = RmseMemo::default();
         let quant = quant_view(&data, &settings, &mut rmse_memo)?;
         progress(Stage::Selection);
-        let select = select_view(&data, &settings)?;
+        let mut select_cache = SelectCache::default();
+        let select = select_view(&data, &settings, &mut select_cache)?;
         progress(Stage::Budget);
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
         let together = together(&data, &settings, &quant, &select, &budget)?;
@@ -1317,6 +1382,7 @@ impl Lab {
             files: Vec::new(),
             rmse_memo,
             compare_cache,
+            select_cache,
         })
     }
 
@@ -1364,9 +1430,14 @@ impl Lab {
         } else {
             None
         };
+        let mut select_cache = if regenerate {
+            SelectCache::default()
+        } else {
+            self.select_cache.clone()
+        };
         let new_select = if regenerate || SelectKey::of(s) != self.select.key {
             progress(Stage::Selection);
-            Some(select_view(data, s)?)
+            Some(select_view(data, s, &mut select_cache)?)
         } else {
             None
         };
@@ -1419,6 +1490,7 @@ impl Lab {
         }
         self.compare.curves = curves;
         self.compare_cache = compare_cache;
+        self.select_cache = select_cache;
         if let Some(k) = new_kivi {
             self.kivi = k;
         }
