@@ -599,8 +599,8 @@ pub const OUTPUT_ERROR_MAX_WORK: usize = 1 << 24;
 struct CompareCache {
     /// The policies' scores and rankings (keyed by the policies and the observed rows).
     scores: Option<Arc<PolicyScores>>,
-    /// The table's evaluation, by observed rows and, when the output error is computed, the
-    /// quantization of V.
+    /// The table's evaluation when the output error is computed, by observed rows and the
+    /// quantization of V (without values the table uses `sweep_eval`).
     table: Option<(TableKey, Arc<Result<Evaluator, PolicyError>>)>,
     /// The sweep's evaluation (mass only), by observed rows.
     sweep_eval: Option<(usize, Arc<Result<Evaluator, PolicyError>>)>,
@@ -666,6 +666,10 @@ fn compare_view(
     };
     let table_key = (observed, with_values.then_some(quant.key.config));
     let table = match &cache.table {
+        // Without values the table's evaluation is the sweep's: share it.
+        _ if !with_values => cached(&mut cache.sweep_eval, observed, || {
+            Evaluator::new(a, None, None, observed)
+        }),
         Some((k, ev)) if *k == table_key => ev.clone(),
         _ => {
             // V at the current bits, with the current quantization settings.
