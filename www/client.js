@@ -33,17 +33,23 @@ export async function connect(onProgress) {
     else w.reject(toError(m.error));
   };
   let send;
-  const mode = workerPossible() ? 'worker' : 'page';
-  if (mode === 'worker') {
-    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  let worker = null;
+  const failAll = (err) => {
+    for (const w of waiting.values()) w.reject(err);
+    waiting.clear();
+  };
+  const startWorker = () => {
+    worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
     worker.onmessage = (e) => receive(e.data);
     worker.onerror = (e) => {
       // The worker script itself failed (not a request): every waiting request fails with it.
-      const err = toError({ message: e.message || 'the worker could not start', field: 'module' });
-      for (const w of waiting.values()) w.reject(err);
-      waiting.clear();
+      failAll(toError({ message: e.message || 'the worker could not start', field: 'module' }));
     };
     send = (message, transfer) => worker.postMessage(message, transfer);
+  };
+  const mode = workerPossible() ? 'worker' : 'page';
+  if (mode === 'worker') {
+    startWorker();
   } else {
     const [{ default: init }, { createEngine }] = await Promise.all([
       import('./pkg/kvlab.js'), import('./engine.js')]);
@@ -74,5 +80,19 @@ export async function connect(onProgress) {
     }
     return call('attach', { canvases: offscreen }, Object.values(offscreen));
   };
-  return { mode, call, attach };
+  /**
+   * Stops the worker mid-computation and starts a fresh one (no data, no canvases: the page
+   * sets it up again). Waiting requests fail with an error whose `stopped` is true. Only in
+   * worker mode (a computation on the page's thread cannot be interrupted).
+   */
+  const restart = () => {
+    if (mode !== 'worker') return false;
+    worker.terminate();
+    const err = toError({ message: 'stopped', field: null });
+    err.stopped = true;
+    failAll(err);
+    startWorker();
+    return true;
+  };
+  return { mode, call, attach, restart };
 }

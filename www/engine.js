@@ -61,9 +61,12 @@ export function createEngine(post) {
   }
 
   const ops = {
-    /** `{query, lang}`: parses the query, builds the page (falling back to the defaults). */
-    init({ id, query, lang }) {
-      const parsed = parseQuery(query);
+    /**
+     * `{query, lang}`: parses the query, builds the page (falling back to the defaults).
+     * `{settings}` instead of a query starts from a settings object the page already holds.
+     */
+    init({ id, query, settings, lang }) {
+      const parsed = settings ? { settings: { ...settings }, warnings: [] } : parseQuery(query);
       parsed.settings.lang = lang;
       const warnings = parsed.warnings.map((w) => w.message);
       const progress = (stage) => post({ id, progress: stage });

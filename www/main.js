@@ -46,6 +46,9 @@ const app = {
   sections: new Set(),
   commit: false,
   frame: 0,
+  ready: false, // the first view is on screen
+  canvases: {}, // chart name -> its canvas element (replaced after Stop)
+  upload: null, // {choice} of the uploaded data in use, replayed after Stop
   inFlight: false, // an update request is with the engine
   requests: 0, // requests of any kind not yet answered
   progressTimer: 0,
@@ -68,6 +71,12 @@ function showError(control, message) {
   slot.textContent = message;
   slot.hidden = false;
   control?.setAttribute('aria-invalid', 'true');
+}
+
+/** Shows a failed request's message (a request cut short by Stop is not an error). */
+function reportError(control, e) {
+  if (e?.stopped) return;
+  showError(control, e?.message ?? String(e));
 }
 
 function clearErrors() {
@@ -139,6 +148,29 @@ function fitRanges(f) {
   $('#use-generated').hidden = f.data.generated;
 }
 
+/**
+ * An integer with thousands separators (1,234,567). Not `toLocaleString`: its first call loads
+ * locale data, ~30 ms on the page's thread.
+ */
+function grouped(n) {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+/**
+ * At most 60 ranges of a compact range list for reading (`data-value` keeps them all; the
+ * exports have every index). At T = 131,072 the full list is ~23,000 characters, and laying out
+ * that much text took the page's thread over 50 ms per update.
+ */
+function shortRanges(ranges, max = 60) {
+  let at = -1;
+  for (let n = 0; n < max; n += 1) {
+    at = ranges.indexOf(',', at + 1);
+    if (at < 0) return ranges;
+  }
+  const rest = ranges.slice(at + 1).split(',').length;
+  return `${ranges.slice(0, at)}, … ${t(app.lang, 'fig.more-ranges').replace('{n}', grouped(rest))}`;
+}
+
 function writeFigures(f) {
   const q = f.quant;
   const st = q.stats;
@@ -154,7 +186,7 @@ function writeFigures(f) {
 
   const sel = f.select;
   figure('kept-count', sel.keptCount, `${sel.keptCount} / ${f.data.tokens}`);
-  figure('kept-indices', sel.keptRanges, sel.keptRanges);
+  figure('kept-indices', sel.keptRanges, shortRanges(sel.keptRanges));
   figure('r-token', sel.rToken, fmt.ratio(sel.rToken));
   figure('roles', `${sel.heavyCount}/${sel.recentCount}/${sel.sinkCount}`,
     `${sel.heavyCount} / ${sel.recentCount} / ${sel.sinkCount}`);
@@ -173,10 +205,10 @@ function writeFigures(f) {
   writeLevers(f.together);
   writeCompare(f.compare);
   writeKivi(f.kivi);
-  const tok = (n) => `${n.toLocaleString('en-US')} ${t(app.lang, 'budget.tokens')}`;
+  const tok = (n) => `${grouped(n)} ${t(app.lang, 'budget.tokens')}`;
   figure('context-fit', b.contextFit, tok(b.contextFit));
   figure('scope-copies', b.kvCopyFactor, t(app.lang, 'scope.copies')
-    .replace('{n}', b.selectionCopies.toLocaleString('en-US')).replace('{k}', b.kvCopyFactor));
+    .replace('{n}', grouped(b.selectionCopies)).replace('{k}', b.kvCopyFactor));
   figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp));
 }
 
@@ -371,7 +403,7 @@ async function redraw(names) {
     const reply = await request('draw', { draw: drawSpec(names) });
     measureTimings(reply.timings, start);
   } catch (e) {
-    showError(null, e.message ?? String(e));
+    reportError(null, e);
   }
 }
 
@@ -449,6 +481,7 @@ async function flush() {
       });
     }
   } catch (e) {
+    if (e.stopped) return; // stop() has put the last good view back
     // The last good view stays; put the message next to the control that caused it. Keys the
     // person changed again meanwhile keep their newer value.
     const field = e.field;
@@ -510,7 +543,7 @@ async function applyAll(settings, push) {
     clearErrors();
     show(settings, reply.figures, reply.query, push);
   } catch (e) {
-    showError(null, e.message ?? String(e));
+    reportError(null, e);
   }
 }
 
@@ -518,10 +551,11 @@ async function applyAll(settings, push) {
 async function useGenerated(settings, push) {
   try {
     const reply = await request('useGenerated', { settings, draw: drawSpec(chartsOf(ALL)) });
+    app.upload = null;
     clearErrors();
     show(reply.settings, reply.figures, reply.query, push);
   } catch (e) {
-    showError(null, e.message ?? String(e));
+    reportError(null, e);
   }
 }
 
@@ -542,7 +576,7 @@ async function setLanguage(lang) {
     try {
       recordUrl(false, await request('toQuery', { settings: app.good }));
     } catch (e) {
-      showError(null, e.message ?? String(e));
+      reportError(null, e);
     }
   }
 }
@@ -678,11 +712,48 @@ async function onUse(button) {
     const used = new Set([choice.attention, choice.keys, choice.values].filter(Boolean).map((v) => v.split('::')[0]));
     const files = [...used].map((name) => ({ name, bytes: uploads.get(name) })).filter((f) => f.bytes);
     savedUpload.put({ files, choice }).catch(() => {}); // storage may be blocked: the view still works
+    app.upload = { choice };
     errorSlot(button).hidden = true;
     showWarnings('#upload-warnings', reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
   } catch (e) {
-    showError(button, e.message ?? String(e));
+    reportError(button, e);
+  }
+}
+
+/**
+ * Stop: ends a computation that takes too long. The worker is replaced by a fresh one, which
+ * gets the last good view back (its settings, and the uploaded files if the data was uploaded)
+ * on new canvases (a canvas handed to a worker cannot be handed again). Before the first view,
+ * main() starts over with the default view.
+ */
+async function stop() {
+  if (!app.client?.restart()) return;
+  if (!app.ready) return; // main() sees its request stopped and falls back to the defaults
+  if (app.frame) window.cancelAnimationFrame(app.frame);
+  app.frame = 0;
+  app.pending.clear();
+  app.inputAt = null;
+  for (const [name, old] of Object.entries(app.canvases)) {
+    const fresh = old.cloneNode(false);
+    observer.unobserve(old);
+    old.replaceWith(fresh);
+    observer.observe(fresh);
+    app.canvases[name] = fresh;
+  }
+  try {
+    let reply = await request('init', { settings: app.good, lang: app.lang });
+    if (app.upload) {
+      for (const [name, bytes] of uploads) await request('loadFile', { name, bytes });
+      reply = await request('useUploaded', { choice: app.upload.choice, keep: { lang: app.lang, embed: app.good.embed } });
+    }
+    await app.client.attach(app.canvases);
+    await request('draw', { draw: drawSpec(chartsOf(ALL)) });
+    clearErrors();
+    show(reply.settings, reply.figures, await request('toQuery', { settings: reply.settings }), false);
+    showWarnings('#url-warnings', [t(app.lang, 'progress.stopped')]);
+  } catch (e) {
+    reportError(null, e);
   }
 }
 
@@ -714,7 +785,7 @@ function wire() {
     try {
       download(name, new Blob([await request(op, {})], { type }));
     } catch (e) {
-      showError(null, e.message ?? String(e));
+      reportError(null, e);
     }
   };
   $('#export-csv').addEventListener('click', exportText('exportCsv', 'kvlab-selection.csv', 'text/csv'));
@@ -725,7 +796,7 @@ function wire() {
         const blob = await request('png', { name: b.dataset.png });
         if (blob) download(`kvlab-${b.dataset.png}.png`, blob);
       } catch (e) {
-        showError(null, e.message ?? String(e));
+        reportError(null, e);
       }
     });
   }
@@ -740,7 +811,7 @@ function wire() {
       const parsed = await request('parseQuery', { query: window.location.search });
       await applyAll({ ...parsed.settings, lang: app.lang }, false);
     } catch (e) {
-      showError(null, e.message ?? String(e));
+      reportError(null, e);
     }
   });
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', (e) => {
@@ -764,7 +835,9 @@ async function restoreUpload() {
   try {
     for (const f of saved.files) await addFile(f.name, f.bytes);
     $('#upload-choice').hidden = false;
-    return await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: app.good.embed } });
+    const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: app.good.embed } });
+    app.upload = { choice: saved.choice };
+    return reply;
   } catch (e) {
     savedUpload.clear().catch(() => {});
     showWarnings('#upload-warnings', [e.message ?? String(e)]);
@@ -793,8 +866,9 @@ async function main() {
   app.lang = initialLanguage(urlLang);
   app.labels = chartLabels(app.lang);
   applyLanguage(app.lang);
-  // The language switch works from the start, also while a big first computation runs.
+  // The language switch and Stop work from the start, also while a big first computation runs.
   $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
+  $('#stop').addEventListener('click', () => stop());
   performance.mark('kvlab:update:start');
   let first;
   try {
@@ -802,7 +876,14 @@ async function main() {
     document.body.dataset.engine = app.client.mode;
     // A handle for the console and the benchmarks: `await kvlab.call('memory')`, etc.
     window.kvlab = { mode: app.client.mode, call: (op, payload) => app.client.call(op, payload) };
-    first = await request('init', { query, lang: app.lang });
+    try {
+      first = await request('init', { query, lang: app.lang });
+    } catch (e) {
+      if (!e.stopped) throw e;
+      // Stopped before the first view: the default view instead, and say so.
+      first = await request('init', { query: '', lang: app.lang });
+      first.stopped = true;
+    }
   } catch (e) {
     failed(e);
     return;
@@ -811,6 +892,7 @@ async function main() {
     showWarnings('#url-warnings', first.warnings);
     $('#url-warnings').prepend(t(app.lang, 'warn.url'));
   }
+  if (first.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
   const modelSel = $('#model');
   for (const m of first.presets) modelSel.add(new Option(m.name, m.slug));
   const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
@@ -831,7 +913,7 @@ async function main() {
   }
   writeControls(app.good);
   wire();
-  const canvases = {};
+  const canvases = app.canvases;
   for (const c of document.querySelectorAll('canvas[data-chart]')) {
     observer.observe(c);
     canvases[c.dataset.chart] = c;
@@ -852,6 +934,7 @@ async function main() {
     return;
   }
   status.hidden = true;
+  app.ready = true;
   document.body.dataset.state = 'ready';
 }
 
