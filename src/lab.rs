@@ -760,6 +760,14 @@ pub struct Lab {
     rmse_memo: RmseMemo,
     compare_cache: CompareCache,
     select_cache: SelectCache,
+    data_id: u64,
+}
+
+/// A new identity for data put into a lab (see [`Lab::data_id`]).
+fn next_data_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// RMSEs already computed on the current data, by quantization config and tensor. The "one bit
@@ -1387,6 +1395,7 @@ impl Lab {
             rmse_memo,
             compare_cache,
             select_cache,
+            data_id: next_data_id(),
         })
     }
 
@@ -1482,6 +1491,7 @@ impl Lab {
         };
         if let Some(d) = new_data {
             self.data = d;
+            self.data_id = next_data_id();
         }
         if let Some(q) = new_quant {
             self.quant = q;
@@ -1502,6 +1512,12 @@ impl Lab {
         self.settings = s.clone();
         self.rmse_memo = rmse_memo;
         Ok(&self.figures)
+    }
+
+    /// An identity of the data in use: it changes whenever the data does (new data, uploads,
+    /// regeneration), and never repeats, so views derived from the data alone can be cached by it.
+    pub fn data_id(&self) -> u64 {
+        self.data_id
     }
 
     /// The current figures.

@@ -198,22 +198,42 @@ fn states(lab: &Lab) -> Vec<TokenState> {
     chart::token_states(&lab.select().selection)
 }
 
+/// The attention heatmap's pooled grid, kept between draws: it depends only on the data and the
+/// canvas size, while B, r and the method only move the marks. At W2 (64 x 32,768) pooling is
+/// most of the chart's time.
+#[derive(Debug, Default)]
+pub struct AttentionCache {
+    /// (data id, plot width, plot height, strip height) of `pooled`.
+    key: Option<(u64, u32, u32, u32)>,
+    pooled: Vec<f32>,
+    /// The data id of `max`, the largest weight.
+    max_of: Option<u64>,
+    max: f32,
+}
+
+/// How attention weights are shown: `sqrt(max(a, 0))`, so small but real attention stays
+/// visible (monotone, so it commutes with max-pooling).
+fn shown_weight(a: f32) -> f32 {
+    a.max(0.0).sqrt()
+}
+
 /// Section 3: the attention heatmap, dropped token columns dimmed, kept ones marked.
-/// Weights are shown as `sqrt(a)` so small but real attention stays visible.
+/// Weights are shown as `sqrt(a)` so small but real attention stays visible. `cache` keeps the
+/// pooled grid for the next draw on the same data and size.
 pub fn attention_heatmap<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     lab: &Lab,
     l: &Labels,
     style: &ChartStyle,
+    cache: &mut AttentionCache,
 ) -> Result<Pixels, ChartError> {
     let a = &lab.data().attention;
-    let shown: Vec<f32> = a.data().iter().map(|v| v.max(0.0).sqrt()).collect();
-    let hi = shown
-        .iter()
-        .copied()
-        .fold(0f32, f32::max)
-        .max(f32::MIN_POSITIVE);
     let strip = (6.0 * style.scale.max(1.0)).round() as u32;
+    if cache.max_of != Some(lab.data_id()) {
+        cache.max = a.data().iter().copied().fold(0f32, f32::max);
+        cache.max_of = Some(lab.data_id());
+    }
+    let hi = shown_weight(cache.max).max(f32::MIN_POSITIVE);
     let rect = chart::draw_heatmap_frame(
         root,
         &HeatmapFrameView {
@@ -238,20 +258,26 @@ pub fn attention_heatmap<DB: DrawingBackend>(
             rgba: Vec::new(),
         });
     }
+    // The plot area's size, not the canvas's: labels in another language move its edges.
+    let key = (lab.data_id(), rect.w, rect.h, strip);
+    if cache.key != Some(key) {
+        cache.pooled = chart::pool_attention(a.data(), a.rows(), a.cols(), rect.w, rect.h, strip)?;
+        cache.key = Some(key);
+    }
     let st = states(lab);
     let marks = AttentionMarks {
         strip_px: strip,
         ..AttentionMarks::new(&st, style)
     };
-    let rgba = chart::attention_heatmap_rgba(
-        &shown,
-        a.rows(),
+    let rgba = chart::attention_heatmap_rgba_pooled(
+        &cache.pooled,
         a.cols(),
         rect.w,
         rect.h,
         style.colormap,
         (0.0, hi),
         &marks,
+        shown_weight,
     )?;
     Ok(Pixels { rect, rgba })
 }
@@ -495,6 +521,47 @@ mod tests {
     use super::*;
     use crate::state::Settings;
 
+    /// The page keeps the attention heatmap's pooled grid across selection changes: the pixels
+    /// must equal a fresh draw's, and new data must not reuse the old pool.
+    #[test]
+    fn cached_attention_heatmap_matches_a_fresh_draw() {
+        let mut s = Settings {
+            tokens: 300,
+            steps: 20,
+            channels: 8,
+            budget: 60,
+            recent: 10,
+            window: 4,
+            future: 4,
+            ..Settings::default()
+        };
+        let mut lab = Lab::new(s.clone()).unwrap();
+        let (l, style) = (Labels::default(), ChartStyle::light());
+        let mut cache = AttentionCache::default();
+        let draw = |lab: &Lab, cache: &mut AttentionCache| {
+            let mut svg = String::new();
+            let root = SVGBackend::with_string(&mut svg, (420, 220)).into_drawing_area();
+            attention_heatmap(&root, lab, &l, &style, cache)
+                .unwrap()
+                .rgba
+        };
+        let first = draw(&lab, &mut cache);
+        assert_eq!(first, draw(&lab, &mut AttentionCache::default()));
+        for (budget, seed) in [(20, 0), (200, 0), (20, 5)] {
+            s.budget = budget;
+            s.seed += seed;
+            lab.update(&s).unwrap();
+            let cached = draw(&lab, &mut cache);
+            assert_eq!(
+                cached,
+                draw(&lab, &mut AttentionCache::default()),
+                "B {budget}, seed {}",
+                s.seed
+            );
+        }
+        assert_ne!(first, draw(&lab, &mut cache), "new data, new pixels");
+    }
+
     #[test]
     fn histogram_bins_everything() {
         let ((lo, hi), c) = histogram(&[0.0, 1.0, 2.0, 3.0, f32::NAN], 3);
@@ -603,7 +670,8 @@ mod tests {
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (400, 200)).into_drawing_area();
-            let p = attention_heatmap(&root, &lab, &l, &style).unwrap();
+            let p =
+                attention_heatmap(&root, &lab, &l, &style, &mut AttentionCache::default()).unwrap();
             assert_eq!(p.rgba.len(), (p.rect.w * p.rect.h * 4) as usize);
             let p = error_heatmap(&root, &lab, &l, &style).unwrap();
             assert_eq!(p.rgba.len(), (p.rect.w * p.rect.h * 4) as usize);

@@ -1308,3 +1308,71 @@ fn degenerate_inputs_never_panic() {
         budget_bar(root, &view, &odd).unwrap()
     });
 }
+
+/// Pooling the raw weights once and mapping the pooled pixels (what the page does, caching the
+/// pool between selection changes) gives exactly the pixels of mapping every weight first.
+#[test]
+fn pooled_attention_heatmap_equals_mapping_every_cell_first() {
+    use TokenState::*;
+    let style = ChartStyle::light();
+    // A deterministic, irregular 7 x 50 grid with zeros, tiny and negative weights.
+    let (rows, cols) = (7usize, 50usize);
+    let values: Vec<f32> = (0..rows * cols)
+        .map(|i| {
+            let x = ((i * 7919) % 1000) as f32 / 1000.0;
+            if i % 11 == 0 {
+                -x
+            } else {
+                x * x * x
+            }
+        })
+        .collect();
+    let states: Vec<TokenState> = (0..cols)
+        .map(|c| [Sink, Dropped, Heavy, Recent, Dropped][c % 5])
+        .collect();
+    let shown = |v: f32| v.max(0.0).sqrt();
+    let mapped: Vec<f32> = values.iter().map(|&v| shown(v)).collect();
+    let hi = mapped.iter().copied().fold(0f32, f32::max);
+    for (w, h, strip) in [(13u32, 9u32, 2u32), (50, 7, 0), (120, 30, 4), (3, 3, 3)] {
+        let mut marks = AttentionMarks::new(&states, &style);
+        marks.strip_px = strip;
+        let direct = attention_heatmap_rgba(
+            &mapped,
+            rows,
+            cols,
+            w,
+            h,
+            Colormap::Viridis,
+            (0.0, hi),
+            &marks,
+        )
+        .unwrap();
+        let pooled = pool_attention(&values, rows, cols, w, h, strip).unwrap();
+        let cached = attention_heatmap_rgba_pooled(
+            &pooled,
+            cols,
+            w,
+            h,
+            Colormap::Viridis,
+            (0.0, hi),
+            &marks,
+            shown,
+        )
+        .unwrap();
+        assert_eq!(direct, cached, "{w} x {h}, strip {strip}");
+    }
+    // A pooled grid of the wrong size is refused, not drawn.
+    let marks = AttentionMarks::new(&states, &style);
+    let pooled = pool_attention(&values, rows, cols, 10, 10, marks.strip_px).unwrap();
+    assert!(attention_heatmap_rgba_pooled(
+        &pooled,
+        cols,
+        11,
+        10,
+        Colormap::Viridis,
+        (0.0, hi),
+        &marks,
+        shown
+    )
+    .is_err());
+}

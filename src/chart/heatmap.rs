@@ -329,6 +329,84 @@ pub fn attention_heatmap_rgba(
         return Ok(Vec::new());
     }
     let strip = (marks.strip_px as usize).min(h);
+    let pooled = pool(values, rows, cols, w, h - strip, false);
+    Ok(attention_pixels(
+        &pooled, cols, w, h, colormap, range, marks,
+    ))
+}
+
+/// [`attention_heatmap_rgba`] on a grid already max-pooled by [`pool_attention`] to
+/// `out_w x (out_h - marks.strip_px)` pixels, after `shown` (monotone non-decreasing, so it
+/// commutes with max-pooling: pooling once and mapping the pooled pixels gives exactly the
+/// pixels of mapping every cell first) is applied to each pooled pixel. The page pools once per
+/// data and canvas size, then redraws the marks on every selection change.
+///
+/// Errors: `pooled` is not that size; `marks.states.len() != cols`; too many pixels.
+// The arguments of `attention_heatmap_rgba`, with the pooled grid for the values.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_heatmap_rgba_pooled(
+    pooled: &[f32],
+    cols: usize,
+    out_w: u32,
+    out_h: u32,
+    colormap: Colormap,
+    range: (f32, f32),
+    marks: &AttentionMarks,
+    shown: fn(f32) -> f32,
+) -> Result<Vec<u8>, ChartError> {
+    if marks.states.len() != cols {
+        return Err(ChartError::LengthMismatch {
+            name: "states",
+            len: marks.states.len(),
+            other: "attention columns",
+            other_len: cols,
+        });
+    }
+    check_out(out_w, out_h)?;
+    let (w, h) = (out_w as usize, out_h as usize);
+    if w == 0 || h == 0 {
+        return Ok(Vec::new());
+    }
+    let strip = (marks.strip_px as usize).min(h);
+    check_grid(pooled.len(), h - strip, w, "pooled")?;
+    // A pixel covering no cell stays "no value" (it is not a value to map).
+    let mapped: Vec<f32> = pooled
+        .iter()
+        .map(|&v| if v == f32::NEG_INFINITY { v } else { shown(v) })
+        .collect();
+    Ok(attention_pixels(
+        &mapped, cols, w, h, colormap, range, marks,
+    ))
+}
+
+/// Max-pools a `rows x cols` attention grid to the `out_w x (out_h - strip_px)` pixels of its
+/// heatmap (see [`attention_heatmap_rgba_pooled`]).
+pub fn pool_attention(
+    values: &[f32],
+    rows: usize,
+    cols: usize,
+    out_w: u32,
+    out_h: u32,
+    strip_px: u32,
+) -> Result<Vec<f32>, ChartError> {
+    check_grid(values.len(), rows, cols, "values")?;
+    check_out(out_w, out_h)?;
+    let (w, h) = (out_w as usize, out_h as usize);
+    let strip = (strip_px as usize).min(h);
+    Ok(pool(values, rows, cols, w, h - strip, false))
+}
+
+/// The attention heatmap's pixels from a pooled grid (strip, colours, dimmed dropped columns).
+fn attention_pixels(
+    pooled: &[f32],
+    cols: usize,
+    w: usize,
+    h: usize,
+    colormap: Colormap,
+    range: (f32, f32),
+    marks: &AttentionMarks,
+) -> Vec<u8> {
+    let strip = (marks.strip_px as usize).min(h);
     let col_state: Vec<TokenState> = (0..w)
         .map(|px| {
             if cols == 0 {
@@ -338,7 +416,6 @@ pub fn attention_heatmap_rgba(
             }
         })
         .collect();
-    let pooled = pool(values, rows, cols, w, h - strip, false);
     let mut out = vec![0u8; w * h * 4];
     let (strip_bytes, heat_bytes) = out.split_at_mut(w * strip * 4);
     for row in strip_bytes.chunks_exact_mut(w * 4) {
@@ -347,7 +424,7 @@ pub fn attention_heatmap_rgba(
             px.copy_from_slice(&[c.0, c.1, c.2, 255]);
         }
     }
-    colorize(&pooled, colormap.lut(), &Scale::new(range), heat_bytes);
+    colorize(pooled, colormap.lut(), &Scale::new(range), heat_bytes);
     let dim = if marks.dim.is_nan() {
         0.0
     } else {
@@ -370,7 +447,7 @@ pub fn attention_heatmap_rgba(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// A colour bar beside a heatmap frame.

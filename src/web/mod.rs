@@ -112,6 +112,8 @@ pub fn model_presets() -> Result<JsValue, JsValue> {
 #[wasm_bindgen]
 pub struct Page {
     lab: Lab,
+    /// The attention heatmap's pooled grid between draws (see [`render::AttentionCache`]).
+    attn_cache: render::AttentionCache,
 }
 
 #[wasm_bindgen]
@@ -124,6 +126,7 @@ impl Page {
         let s = settings_of(settings)?;
         Ok(Page {
             lab: Lab::new_with_progress(s, &mut reporter(progress)).map_err(|e| lab_error(&e))?,
+            attn_cache: render::AttentionCache::default(),
         })
     }
 
@@ -158,7 +161,7 @@ impl Page {
     /// are already in device pixels; `labels` maps text keys to the page language; `scale` is
     /// `devicePixelRatio`.
     pub fn draw(
-        &self,
+        &mut self,
         name: &str,
         canvas: JsValue,
         labels: JsValue,
@@ -206,7 +209,14 @@ impl Page {
             )
         };
         let root = backend.into_drawing_area();
-        if let Some(px) = draw_chart(&root, &self.lab, name, &labels, &style)? {
+        if let Some(px) = draw_chart(
+            &root,
+            &self.lab,
+            &mut self.attn_cache,
+            name,
+            &labels,
+            &style,
+        )? {
             if let Some(img) = image_of(&px)? {
                 put(&img, f64::from(px.rect.x), f64::from(px.rect.y))?;
             }
@@ -286,6 +296,7 @@ type PutPixels = Box<dyn Fn(&ImageData, f64, f64) -> Result<(), JsValue>>;
 fn draw_chart<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     lab: &Lab,
+    attn_cache: &mut render::AttentionCache,
     name: &str,
     labels: &Labels,
     style: &ChartStyle,
@@ -305,7 +316,8 @@ fn draw_chart<DB: DrawingBackend>(
         "budget-data" => none(render::budget_bar(root, lab, labels, style, false))?,
         "budget-model" => none(render::budget_bar(root, lab, labels, style, true))?,
         "errmap" => Some(render::error_heatmap(root, lab, labels, style).map_err(chart_error)?),
-        "attn" => Some(render::attention_heatmap(root, lab, labels, style).map_err(chart_error)?),
+        "attn" => Some(render::attention_heatmap(root, lab, labels, style, attn_cache)
+                .map_err(chart_error)?),
         other => {
             return Err(error(
                 "chart",
