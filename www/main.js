@@ -888,6 +888,7 @@ async function main() {
     failed(e);
     return;
   }
+  performance.mark('kvlab:load:computed');
   if (first.warnings.length) {
     showWarnings('#url-warnings', first.warnings);
     $('#url-warnings').prepend(t(app.lang, 'warn.url'));
@@ -906,6 +907,7 @@ async function main() {
   app.good = { ...app.settings };
   let { figures } = first;
   const restored = await restoreUpload();
+  performance.mark('kvlab:load:upload-checked');
   if (restored) {
     app.settings = { ...restored.settings };
     app.good = { ...restored.settings };
@@ -923,6 +925,7 @@ async function main() {
     await app.client.attach(canvases);
     const start = performance.now();
     const drawn = await request('draw', { draw: spec });
+    performance.mark('kvlab:load:drawn');
     measureTimings(drawn.timings, start);
     render(figures, ALL);
     performance.measure('kvlab:update', 'kvlab:update:start');
