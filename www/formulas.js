@@ -192,6 +192,9 @@ export function renderFormulas(figures, settings, tr, sections = null) {
     if (sections && !sections.has(SECTION[id])) continue;
     const slot = document.getElementById(id);
     if (!slot) continue;
-    slot.replaceChildren(build(figures, settings, tr));
+    const fresh = build(figures, settings, tr);
+    // An unchanged formula is left in place: replacing it costs a layout of its MathML.
+    if (slot.childNodes.length === 1 && slot.firstChild.isEqualNode(fresh)) continue;
+    slot.replaceChildren(fresh);
   }
 }

@@ -162,10 +162,14 @@ test('Stop ends a long computation and puts the last good view back; the page ke
   await page.locator('#progress:not([hidden])').waitFor({ timeout: 30_000 });
   const t0 = Date.now();
   await page.locator('#stop').click();
+  // stop() says so when the last view is back.
+  await page.locator('#url-warnings', { hasText: 'Stopped' }).waitFor({ timeout: 30_000 });
   await settle(page);
   const took = Date.now() - t0;
   assert.ok(took < 10_000, `back to the last view in ${took} ms`);
-  assert.equal(await tokens.inputValue(), before.tokens, 'the T control shows the last good value');
+  const status = await page.evaluate(() => [document.querySelector('#status').textContent,
+    [...document.querySelectorAll('.control .error')].map((e) => e.textContent).join(' | ')]);
+  assert.equal(await tokens.inputValue(), before.tokens, `the T control shows the last good value (status, errors: ${status})`);
   assert.equal(await figure(page, 'kept-count'), before.kept);
   assert.equal(await figure(page, 'max-abs-error'), before.err);
   assert.equal(page.url(), before.url, 'the link still describes the view on screen');

@@ -38,7 +38,8 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
     { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) },
     { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([T, D], keys()) },
   ]);
-  await page.locator('#file-list li', { hasText: 'attn.npy' }).waitFor();
+  await page.locator('#file-list li', { hasText: 'k.npy' }).waitFor(); // files load in order
+  await settle(page);
   const listed = await page.locator('#file-list').textContent();
   assert.match(listed, /attn\.npy.*\[16, 40\]/s);
   assert.match(listed, /k\.npy.*\[40, 8\]/s);
