@@ -396,6 +396,21 @@ async function request(op, payload, transfer) {
   }
 }
 
+/**
+ * Runs a task of several requests as one busy span: `body[data-busy]` stays set between its
+ * requests (tests and the benchmark wait on it, and must not see the gaps).
+ */
+async function busyWhile(task) {
+  app.requests += 1;
+  markBusy();
+  try {
+    return await task();
+  } finally {
+    app.requests -= 1;
+    markBusy();
+  }
+}
+
 /** Redraws charts without recomputing (resize, theme, language). */
 async function redraw(names) {
   const start = performance.now();
@@ -572,12 +587,14 @@ async function setLanguage(lang) {
     app.good.lang = lang;
     app.settings.lang = lang;
     render(app.figures, ALL);
-    await redraw(chartsOf(ALL));
-    try {
-      recordUrl(false, await request('toQuery', { settings: app.good }));
-    } catch (e) {
-      reportError(null, e);
-    }
+    await busyWhile(async () => {
+      await redraw(chartsOf(ALL));
+      try {
+        recordUrl(false, await request('toQuery', { settings: app.good }));
+      } catch (e) {
+        reportError(null, e);
+      }
+    });
   }
 }
 
@@ -727,7 +744,7 @@ async function onUse(button) {
  * on new canvases (a canvas handed to a worker cannot be handed again). Before the first view,
  * main() starts over with the default view.
  */
-async function stop() {
+function stop() {
   if (!app.client?.restart()) return;
   if (!app.ready) return; // main() sees its request stopped and falls back to the defaults
   if (app.frame) window.cancelAnimationFrame(app.frame);
@@ -741,7 +758,7 @@ async function stop() {
     observer.observe(fresh);
     app.canvases[name] = fresh;
   }
-  try {
+  busyWhile(async () => {
     let reply = await request('init', { settings: app.good, lang: app.lang });
     if (app.upload) {
       for (const [name, bytes] of uploads) await request('loadFile', { name, bytes });
@@ -752,9 +769,7 @@ async function stop() {
     clearErrors();
     show(reply.settings, reply.figures, await request('toQuery', { settings: reply.settings }), false);
     showWarnings('#url-warnings', [t(app.lang, 'progress.stopped')]);
-  } catch (e) {
-    reportError(null, e);
-  }
+  }).catch((e) => reportError(null, e));
 }
 
 function wire() {
@@ -769,8 +784,10 @@ function wire() {
       // ignore
     }
     savedUpload.clear().catch(() => {});
-    const fresh = { ...(await request('defaults', {})), lang: app.lang };
-    await useGenerated(fresh, true);
+    await busyWhile(async () => {
+      const fresh = { ...(await request('defaults', {})), lang: app.lang };
+      await useGenerated(fresh, true);
+    }).catch((e) => reportError(null, e));
   });
   $('#share').addEventListener('click', async () => {
     try {
@@ -806,14 +823,10 @@ function wire() {
     savedUpload.clear().catch(() => {});
     useGenerated(app.good, true);
   });
-  window.addEventListener('popstate', async () => {
-    try {
-      const parsed = await request('parseQuery', { query: window.location.search });
-      await applyAll({ ...parsed.settings, lang: app.lang }, false);
-    } catch (e) {
-      reportError(null, e);
-    }
-  });
+  window.addEventListener('popstate', () => busyWhile(async () => {
+    const parsed = await request('parseQuery', { query: window.location.search });
+    await applyAll({ ...parsed.settings, lang: app.lang }, false);
+  }).catch((e) => reportError(null, e)));
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', (e) => {
     app.dark = e.matches;
     if (app.figures) redraw(chartsOf(ALL));
