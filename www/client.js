@@ -1,7 +1,10 @@
 // The page's side of the engine (engine.js): a Web Worker when the browser can draw on
 // transferred canvases (OffscreenCanvas), otherwise the same engine on the page's own thread.
 // Either way `call(op, payload)` returns a promise of the reply, and progress messages go to
-// `onProgress(id, stage)`.
+// `onProgress(id, stage)`. The wasm build (simd128 or scalar) is chosen here, on the page, by
+// feature detection.
+
+import { wasmBuild } from './engine.js';
 
 /** True when charts can be drawn from a worker. */
 export function workerPossible() {
@@ -38,8 +41,9 @@ export async function connect(onProgress) {
     for (const w of waiting.values()) w.reject(err);
     waiting.clear();
   };
+  const build = wasmBuild();
   const startWorker = () => {
-    worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    worker = new Worker(new URL(`./worker.js?wasm=${build}`, import.meta.url), { type: 'module' });
     worker.onmessage = (e) => receive(e.data);
     worker.onerror = (e) => {
       // The worker script itself failed (not a request): every waiting request fails with it.
@@ -51,10 +55,8 @@ export async function connect(onProgress) {
   if (mode === 'worker') {
     startWorker();
   } else {
-    const [{ default: init }, { createEngine }] = await Promise.all([
-      import('./pkg/kvlab.js'), import('./engine.js')]);
-    await init();
-    const handle = createEngine((message) => receive(message));
+    const { createEngine, loadWasm } = await import('./engine.js');
+    const handle = createEngine((message) => receive(message), await loadWasm(build), build);
     let chain = Promise.resolve();
     send = (message) => {
       chain = chain.then(() => handle(message));
@@ -94,5 +96,5 @@ export async function connect(onProgress) {
     startWorker();
     return true;
   };
-  return { mode, call, attach, restart };
+  return { mode, build, call, attach, restart };
 }

@@ -7,8 +7,31 @@
 // Requests are `{id, op, ...}`; every request gets one reply `{id, ok, value}` or
 // `{id, ok: false, error: {message, field}}`; while computing, `{id, progress: stage}` messages
 // name the stage about to run.
+//
+// The wasm module comes from one of two builds (scalar `pkg/` or simd128 `pkg-simd/`, see
+// `wasmBuild`); both give bit-identical results.
 
-import init, { Page, parseQuery, toQuery, modelPresets } from './pkg/kvlab.js';
+/** Bytes of a module using a SIMD instruction (`i8x16.popcnt`): valid only with simd128. */
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0,
+  10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+
+/** Which build this browser runs: 'simd128' where it validates a SIMD module, else 'scalar'. */
+export function wasmBuild() {
+  try {
+    return WebAssembly.validate(SIMD_PROBE) ? 'simd128' : 'scalar';
+  } catch {
+    return 'scalar';
+  }
+}
+
+/** Loads and instantiates build `build` (URLs relative to this file); returns its module. */
+export async function loadWasm(build) {
+  const mod = build === 'simd128'
+    ? await import('./pkg-simd/kvlab.js')
+    : await import('./pkg/kvlab.js');
+  await mod.default();
+  return mod;
+}
 
 /** An `Error` from wasm (or anywhere) as a plain object the page can show. */
 function plainError(e) {
@@ -16,10 +39,12 @@ function plainError(e) {
 }
 
 /**
- * An engine posting its messages with `post(message, transfer)`. Returns `handle(request)`,
- * which runs one request to completion (requests are handled strictly in order).
+ * An engine on the loaded wasm module `wasm` (from `loadWasm`, build name `build`), posting its
+ * messages with `post(message, transfer)`. Returns `handle(request)`, which runs one request to
+ * completion (requests are handled strictly in order).
  */
-export function createEngine(post) {
+export function createEngine(post, wasm, build) {
+  const { Page, parseQuery, toQuery, modelPresets } = wasm;
   let page = null;
   const canvases = new Map(); // chart name -> canvas (OffscreenCanvas or HTMLCanvasElement)
 
@@ -83,6 +108,7 @@ export function createEngine(post) {
         warnings,
         presets: modelPresets(),
         figures: page.figures(),
+        build,
       };
     },
     attach({ canvases: list }) {
@@ -112,7 +138,7 @@ export function createEngine(post) {
     })),
     fingerprints: () => page.dataFingerprints(),
     /** Bytes of wasm linear memory (init returns the running instance's exports). */
-    memory: async () => (await init()).memory.buffer.byteLength,
+    memory: async () => (await wasm.default()).memory.buffer.byteLength,
     exportCsv: () => page.exportCsv(),
     exportJson: () => page.exportJson(),
     /** A chart as a PNG blob. */

@@ -887,6 +887,7 @@ async function main() {
   try {
     app.client = await connect(onProgress);
     document.body.dataset.engine = app.client.mode;
+    document.body.dataset.wasm = app.client.build;
     // A handle for the console and the benchmarks: `await kvlab.call('memory')`, etc.
     window.kvlab = { mode: app.client.mode, call: (op, payload) => app.client.call(op, payload) };
     try {

@@ -199,3 +199,40 @@ test('Stop during a slow first load shows the default view instead and says so',
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('the simd128 and scalar wasm builds compute identical figures and data', async () => {
+  const views = [];
+  for (const scalar of [false, true]) {
+    const page = await browser.context.newPage();
+    if (scalar) {
+      await page.addInitScript(() => {
+        WebAssembly.validate = () => false; // as in a browser without SIMD
+      });
+    }
+    await page.goto(urlWith({ bits: 3, seed: 7, lang: 'en' }));
+    await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+    await settle(page);
+    const read = () => page.evaluate(() => ({
+      figures: Object.fromEntries([...document.querySelectorAll('[data-figure]')]
+        .map((e) => [e.dataset.figure, e.dataset.value])),
+      table: [...document.querySelectorAll('#compare-rows td')].map((td) => td.dataset.value),
+    }));
+    const first = await read();
+    await page.getByLabel('Scheme', { exact: true }).selectOption('asymmetric');
+    await settle(page);
+    views.push({
+      build: await page.evaluate(() => document.body.dataset.wasm),
+      fingerprints: await page.evaluate(() => document.body.dataset.fingerprints),
+      first,
+      second: await read(),
+    });
+    await page.close();
+  }
+  assert.equal(views[0].build, 'simd128', 'Chromium gets the SIMD build');
+  assert.equal(views[1].build, 'scalar', 'without SIMD the scalar build');
+  assert.equal(views[0].fingerprints, views[1].fingerprints);
+  assert.ok(Object.keys(views[0].first.figures).length > 30, 'many figures compared');
+  assert.deepEqual(views[0].first, views[1].first, 'same figures and comparison table');
+  assert.deepEqual(views[0].second, views[1].second, 'same after a scheme change');
+  assert.notDeepEqual(views[0].first.figures, views[0].second.figures, 'the scheme change changed figures');
+});

@@ -1,4 +1,5 @@
-//! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/`) into `dist/`.
+//! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/` and `www/pkg-simd/`) into
+//! `dist/`.
 //!
 //! `dist/` is a plain folder that works from any static host and any sub-path, so every URL in
 //! the page must be relative and nothing may come from another origin. [`absolute_urls`] checks
@@ -12,7 +13,13 @@ use crate::{wasm, Result, Workspace};
 pub fn dist(ws: &Workspace) -> Result<()> {
     wasm::build(ws)?;
     let (www, dist) = (ws.www(), ws.dist());
-    for required in ["index.html", "pkg/kvlab.js", "pkg/kvlab_bg.wasm"] {
+    for required in [
+        "index.html",
+        "pkg/kvlab.js",
+        "pkg/kvlab_bg.wasm",
+        "pkg-simd/kvlab.js",
+        "pkg-simd/kvlab_bg.wasm",
+    ] {
         if !www.join(required).is_file() {
             return Err(format!("{} is missing", www.join(required).display()).into());
         }
@@ -25,7 +32,8 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         let rel = file.strip_prefix(&www)?;
         let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
         // The generated glue is wasm-bindgen's; it loads the module relative to import.meta.url.
-        if matches!(ext, "html" | "css" | "js" | "mjs") && !rel.starts_with("pkg") {
+        let generated = rel.starts_with("pkg") || rel.starts_with("pkg-simd");
+        if matches!(ext, "html" | "css" | "js" | "mjs") && !generated {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             for (line, found) in absolute_urls(&text) {

@@ -17,13 +17,66 @@ use crate::{run_status, show, Result, Workspace};
 /// The target triple of the browser build.
 pub const TARGET: &str = "wasm32-unknown-unknown";
 
-/// Builds the crate for wasm32 (release), generates the bindings into `www/pkg/`, prints sizes.
+/// One of the two wasm builds the page ships.
+struct Flavour {
+    /// Shown in the output.
+    name: &'static str,
+    /// Folder of its bindings under `www/`.
+    pkg: &'static str,
+    /// Its own target folder under the workspace's (so the two builds never evict each other's
+    /// cache), or `None` for the workspace's.
+    target_sub: Option<&'static str>,
+    /// `CARGO_ENCODED_RUSTFLAGS` for it (applies to the wasm artifacts only, as `--target` is
+    /// given), or `None`.
+    rustflags: Option<&'static str>,
+}
+
+/// The scalar build (`www/pkg/`, every browser with WebAssembly) and the SIMD build
+/// (`www/pkg-simd/`, compiled with simd128, which every current browser has). The page loads the
+/// SIMD build where `WebAssembly.validate` accepts a SIMD module (`www/client.js`); both compute
+/// bit-identical results (a browser test checks the figures and data fingerprints).
+const FLAVOURS: [Flavour; 2] = [
+    Flavour {
+        name: "scalar",
+        pkg: "pkg",
+        target_sub: None,
+        rustflags: None,
+    },
+    Flavour {
+        name: "simd128",
+        pkg: "pkg-simd",
+        target_sub: Some("wasm-simd"),
+        rustflags: Some("-Ctarget-feature=+simd128"),
+    },
+];
+
+/// Builds the crate for wasm32 (release) twice (scalar and simd128), generates the bindings into
+/// `www/pkg/` and `www/pkg-simd/`, prints sizes.
 pub fn build(ws: &Workspace) -> Result<()> {
     ensure_target()?;
-
     let started = Instant::now();
-    println!("xtask: building kvlab for {TARGET} (release)");
-    run_status(ws.cargo().args([
+    for flavour in &FLAVOURS {
+        build_flavour(ws, flavour)?;
+    }
+    println!(
+        "xtask: build done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    print!("{}", size_report(&ws.www())?);
+    Ok(())
+}
+
+fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
+    println!(
+        "xtask: building kvlab for {TARGET} (release, {})",
+        flavour.name
+    );
+    let target = match flavour.target_sub {
+        Some(sub) => ws.target().join(sub),
+        None => ws.target(),
+    };
+    let mut cmd = ws.cargo();
+    cmd.args([
         "build",
         "--release",
         "--target",
@@ -31,13 +84,19 @@ pub fn build(ws: &Workspace) -> Result<()> {
         "-p",
         "kvlab",
         "--lib",
-    ]))?;
-    let wasm = ws.target().join(TARGET).join("release").join("kvlab.wasm");
+        "--target-dir",
+    ])
+    .arg(&target);
+    match flavour.rustflags {
+        Some(flags) => cmd.env("CARGO_ENCODED_RUSTFLAGS", flags),
+        None => cmd.env_remove("CARGO_ENCODED_RUSTFLAGS"),
+    };
+    run_status(&mut cmd)?;
+    let wasm = target.join(TARGET).join("release").join("kvlab.wasm");
     if !wasm.is_file() {
         return Err(format!("the build succeeded but {} is missing", wasm.display()).into());
     }
-
-    let pkg = ws.pkg();
+    let pkg = ws.www().join(flavour.pkg);
     println!(
         "xtask: generating --target web bindings into {}",
         pkg.display()
@@ -56,12 +115,6 @@ pub fn build(ws: &Workspace) -> Result<()> {
         .remove_name_section(true)
         .generate(&pkg)
         .map_err(|e| format!("wasm-bindgen could not generate bindings: {e:#}"))?;
-    println!(
-        "xtask: build done in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-
-    print!("{}", size_report(&ws.www())?);
     Ok(())
 }
 
@@ -98,37 +151,64 @@ pub fn ensure_target() -> Result<()> {
     run_status(Command::new("rustup").args(["target", "add", TARGET]))
 }
 
-/// Raw and gzip sizes of the wasm module and of the whole page (every html, js, wasm and css
-/// file under `www`, gzipped one by one as a server would send them).
+/// Raw and gzip sizes of each wasm build and of the whole page as one browser downloads it:
+/// every html, js and css file under `www` plus one build's folder (`pkg*/`), gzipped one by one
+/// as a server would send them; the page line is the larger of the builds.
 pub fn size_report(www: &Path) -> Result<String> {
     let mut files = Vec::new();
     collect_files(www, &mut files)?;
     files.sort();
     let page_exts = ["html", "js", "mjs", "wasm", "css"];
-    let (mut wasm_raw, mut wasm_gz, mut page_raw, mut page_gz, mut n) = (0, 0, 0, 0, 0);
+    // (build folder or "" for the shared files) -> (wasm raw, wasm gz, all raw, all gz, files)
+    let mut parts: std::collections::BTreeMap<String, [usize; 5]> = Default::default();
     for file in &files {
         let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
         if !page_exts.contains(&ext) {
             continue;
         }
+        let rel = file.strip_prefix(www).unwrap_or(file);
+        let first = rel
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let key = if first.starts_with("pkg") && rel.components().count() > 1 {
+            first
+        } else {
+            String::new()
+        };
         let bytes =
             std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let gz = gzip_len(&bytes)?;
+        let part = parts.entry(key).or_default();
         if ext == "wasm" {
-            wasm_raw += bytes.len();
-            wasm_gz += gz;
+            part[0] += bytes.len();
+            part[1] += gz;
         }
-        page_raw += bytes.len();
-        page_gz += gz;
-        n += 1;
+        part[2] += bytes.len();
+        part[3] += gz;
+        part[4] += 1;
     }
-    Ok(format!(
-        "size: wasm {} raw, {} gzip\nsize: page ({n} html/js/wasm/css files) {} raw, {} gzip\n",
-        kib(wasm_raw),
-        kib(wasm_gz),
-        kib(page_raw),
-        kib(page_gz)
-    ))
+    let shared = parts.remove("").unwrap_or_default();
+    let mut out = String::new();
+    let mut page = [shared[2], shared[3], shared[4]];
+    for (name, p) in &parts {
+        out.push_str(&format!(
+            "size: wasm ({name}/) {} raw, {} gzip\n",
+            kib(p[0]),
+            kib(p[1])
+        ));
+        if shared[3] + p[3] >= page[1] {
+            page = [shared[2] + p[2], shared[3] + p[3], shared[4] + p[4]];
+        }
+    }
+    out.push_str(&format!(
+        "size: page ({} html/js/wasm/css files a browser loads) {} raw, {} gzip\n",
+        page[2],
+        kib(page[0]),
+        kib(page[1])
+    ));
+    Ok(out)
 }
 
 fn kib(bytes: usize) -> String {
@@ -175,11 +255,15 @@ mod tests {
         std::fs::write(dir.join("index.html"), "x".repeat(100)).unwrap();
         std::fs::write(dir.join("pkg/m.wasm"), vec![0u8; 1000]).unwrap();
         std::fs::write(dir.join("notes.txt"), "y".repeat(5000)).unwrap();
+        std::fs::create_dir_all(dir.join("pkg-simd")).unwrap();
+        std::fs::write(dir.join("pkg-simd/m.wasm"), vec![0u8; 1200]).unwrap();
         let report = size_report(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(report.contains("wasm 1000 B"), "{report}");
+        assert!(report.contains("wasm (pkg/) 1000 B"), "{report}");
+        assert!(report.contains("wasm (pkg-simd/) 1200 B"), "{report}");
+        // one build per browser: the shared html plus the larger build, not both
         assert!(
-            report.contains("page (2 html/js/wasm/css files) 1100 B"),
+            report.contains("page (2 html/js/wasm/css files a browser loads) 1300 B"),
             "{report}"
         );
     }
