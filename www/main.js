@@ -231,39 +231,52 @@ function writeKivi(k) {
   }
 }
 
-/** The policy table: text only (no HTML), one row per policy. */
+/** The policy table: text only (no HTML), one row per policy; cells are rewritten in place. */
 function writeCompare(c) {
   figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
     t(app.lang, 'compare.rows').replace('{o}', c.observedRows).replace('{e}', c.evalRows)
     + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
   const body = $('#compare-rows');
-  const rows = c.rows.map((r) => {
-    const tr = document.createElement('tr');
-    tr.dataset.policy = r.policy;
-    const th = document.createElement('th');
-    th.scope = 'row';
-    th.textContent = t(app.lang, `policy.${r.policy}`);
-    tr.append(th);
+  const COLS = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'];
+  const rowsOf = (r) => {
     const q = r.quality;
-    const cells = q
-      ? [String(q.kept), fmt.pct(q.mass_mean), fmt.pct(q.mass_worst),
-        q.output_error_mean === null ? '—' : fmt.pct(q.output_error_mean),
-        q.output_error_worst === null ? '—' : fmt.pct(q.output_error_worst), fmt.ratio(q.r_token)]
-      : [r.error ?? '', '', '', '', '', ''];
-    const values = q
-      ? [q.kept, q.mass_mean, q.mass_worst, q.output_error_mean, q.output_error_worst, q.r_token]
-      : ['', '', '', '', '', ''];
-    cells.forEach((text, i) => {
-      const td = document.createElement('td');
-      td.textContent = text;
-      td.dataset.value = String(values[i]);
-      td.dataset.col = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'][i];
-      if (!q && i === 0) td.colSpan = 6;
-      if (q || i === 0) tr.append(td);
+    if (!q) return [[r.error ?? '', '']];
+    const pct = (v) => (v === null ? '—' : fmt.pct(v));
+    return [[String(q.kept), q.kept], [fmt.pct(q.mass_mean), q.mass_mean], [fmt.pct(q.mass_worst), q.mass_worst],
+      [pct(q.output_error_mean), q.output_error_mean], [pct(q.output_error_worst), q.output_error_worst],
+      [fmt.ratio(q.r_token), q.r_token]];
+  };
+  const same = body.rows.length === c.rows.length
+    && c.rows.every((r, i) => body.rows[i].dataset.policy === r.policy
+      && body.rows[i].cells.length === 1 + rowsOf(r).length
+      && body.rows[i].dataset.lang === app.lang);
+  if (!same) {
+    body.replaceChildren(...c.rows.map((r) => {
+      const tr = document.createElement('tr');
+      tr.dataset.policy = r.policy;
+      tr.dataset.lang = app.lang;
+      const th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = t(app.lang, `policy.${r.policy}`);
+      tr.append(th);
+      rowsOf(r).forEach((_, i, all) => {
+        const td = document.createElement('td');
+        td.dataset.col = COLS[i];
+        if (all.length === 1) td.colSpan = 6;
+        tr.append(td);
+      });
+      return tr;
+    }));
+  }
+  c.rows.forEach((r, i) => {
+    rowsOf(r).forEach(([text, value], k) => {
+      const td = body.rows[i].cells[k + 1];
+      const v = String(value);
+      // Unchanged cells are left alone: every DOM write costs layout.
+      if (td.dataset.value !== v) td.dataset.value = v;
+      if (td.textContent !== text) td.textContent = text;
     });
-    return tr;
   });
-  body.replaceChildren(...rows);
 }
 
 function writeLevers(tg) {
