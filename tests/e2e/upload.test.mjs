@@ -101,3 +101,38 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('Stop with uploaded data in use: the fresh worker gets the uploaded files back', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4, lang: 'en' }));
+  await page.locator('details.upload summary').click();
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) },
+    { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([T, D], keys()) },
+  ]);
+  await page.locator('#file-list li', { hasText: 'k.npy' }).waitFor();
+  await settle(page);
+  await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
+  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.npy::k.npy');
+  await page.getByRole('button', { name: 'Use these tensors' }).click();
+  await settle(page);
+  const before = {
+    desc: await page.locator('[data-figure="data-description"]').textContent(),
+    kept: await page.locator('[data-figure="kept-indices"]').getAttribute('data-value'),
+    err: await figure(page, 'max-abs-error'),
+  };
+  assert.match(before.desc, /uploaded/);
+  // Stop works at any moment (the button is in the progress box; a script can press it too).
+  await page.evaluate(() => document.querySelector('#stop').click());
+  await page.locator('#url-warnings', { hasText: 'Stopped' }).waitFor({ timeout: 30_000 });
+  await settle(page);
+  assert.equal(await page.locator('[data-figure="data-description"]').textContent(), before.desc);
+  assert.equal(await page.locator('[data-figure="kept-indices"]').getAttribute('data-value'), before.kept);
+  assert.equal(await figure(page, 'max-abs-error'), before.err);
+  // The new worker holds the uploaded tensors: a control change recomputes on them.
+  await page.getByLabel('Bits', { exact: true }).fill('2');
+  await settle(page);
+  assert.ok(await figure(page, 'max-abs-error') > before.err, 'fewer bits, larger error, same data');
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
