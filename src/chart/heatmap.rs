@@ -315,6 +315,13 @@ pub fn attention_heatmap_rgba(
     marks: &AttentionMarks,
 ) -> Result<Vec<u8>, ChartError> {
     check_grid(values.len(), rows, cols, "values")?;
+    check_states(marks, cols)?;
+    let pooled = pool_attention(values, rows, cols, out_w, out_h, marks.strip_px)?;
+    attention_heatmap_rgba_pooled(&pooled, cols, out_w, out_h, colormap, range, marks, |v| v)
+}
+
+/// One state per attention column.
+fn check_states(marks: &AttentionMarks, cols: usize) -> Result<(), ChartError> {
     if marks.states.len() != cols {
         return Err(ChartError::LengthMismatch {
             name: "states",
@@ -323,16 +330,7 @@ pub fn attention_heatmap_rgba(
             other_len: cols,
         });
     }
-    check_out(out_w, out_h)?;
-    let (w, h) = (out_w as usize, out_h as usize);
-    if w == 0 || h == 0 {
-        return Ok(Vec::new());
-    }
-    let strip = (marks.strip_px as usize).min(h);
-    let pooled = pool(values, rows, cols, w, h - strip, false);
-    Ok(attention_pixels(
-        &pooled, cols, w, h, colormap, range, marks,
-    ))
+    Ok(())
 }
 
 /// [`attention_heatmap_rgba`] on a grid already max-pooled by [`pool_attention`] to
@@ -354,14 +352,7 @@ pub fn attention_heatmap_rgba_pooled(
     marks: &AttentionMarks,
     shown: fn(f32) -> f32,
 ) -> Result<Vec<u8>, ChartError> {
-    if marks.states.len() != cols {
-        return Err(ChartError::LengthMismatch {
-            name: "states",
-            len: marks.states.len(),
-            other: "attention columns",
-            other_len: cols,
-        });
-    }
+    check_states(marks, cols)?;
     check_out(out_w, out_h)?;
     let (w, h) = (out_w as usize, out_h as usize);
     if w == 0 || h == 0 {
