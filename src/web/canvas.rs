@@ -7,7 +7,7 @@
 //! with the canvas's `measureText`: plotters-canvas's default measures with a styled `<span>`,
 //! forcing a page layout per label and needing inline styles in the CSP.
 
-use super::offscreen::{font_of, OffscreenBackend};
+use super::offscreen::{font_of, text_box, OffscreenBackend};
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
 };
@@ -136,10 +136,7 @@ impl DrawingBackend for AnyCanvas {
                 // The same font string plotters-canvas draws with.
                 ctx.set_font(&font_of(style));
                 let width = ctx.measure_text(text).map(|m| m.width()).unwrap_or(0.0);
-                Ok((
-                    width.ceil().max(0.0) as u32,
-                    style.size().ceil().max(0.0) as u32,
-                ))
+                Ok(text_box(width, style))
             }
             AnyCanvas::Worker(b) => b.estimate_text_size(text, style).map_err(unify),
         }

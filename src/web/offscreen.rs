@@ -50,6 +50,15 @@ pub fn font_of<S: BackendTextStyle>(style: &S) -> String {
     )
 }
 
+/// The size plotters expects for text `style` measured `width` pixels wide by `measureText`:
+/// `(ceil(width), ceil(font size))`.
+pub fn text_box<S: BackendTextStyle>(width: f64, style: &S) -> (u32, u32) {
+    (
+        width.ceil().max(0.0) as u32,
+        style.size().ceil().max(0.0) as u32,
+    )
+}
+
 /// Moves horizontal/vertical lines half a pixel so one-pixel lines stay sharp (as
 /// plotters-canvas does).
 fn sharp(from: BackendCoord, to: BackendCoord) -> ((f64, f64), (f64, f64)) {
@@ -283,9 +292,6 @@ impl DrawingBackend for OffscreenBackend {
             .measure_text(text)
             .map(|m| m.width())
             .unwrap_or(0.0);
-        Ok((
-            width.ceil().max(0.0) as u32,
-            style.size().ceil().max(0.0) as u32,
-        ))
+        Ok(text_box(width, style))
     }
 }
