@@ -681,28 +681,26 @@ async function addFile(name, buf) {
   }
 }
 
-async function onFiles(input) {
+/** Reads picked files (one busy span, until their messages and choices are on screen). */
+function onFiles(input) {
+  return busyWhile(() => readFiles(input));
+}
+
+async function readFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
   const errors = []; // every refused file keeps its own message
-  app.requests += 1; // reading files counts as busy
-  markBusy();
-  try {
-    for (const file of input.files) {
-      if (file.size > MAX_UPLOAD) {
-        errors.push(`${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
-        continue;
-      }
-      try {
-        const buf = new Uint8Array(await file.arrayBuffer());
-        await addFile(file.name, buf);
-      } catch (e) {
-        errors.push(e.message ?? String(e));
-      }
+  for (const file of input.files) {
+    if (file.size > MAX_UPLOAD) {
+      errors.push(`${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
+      continue;
     }
-  } finally {
-    app.requests -= 1;
-    markBusy();
+    try {
+      const buf = new Uint8Array(await file.arrayBuffer());
+      await addFile(file.name, buf);
+    } catch (e) {
+      errors.push(e.message ?? String(e));
+    }
   }
   if (errors.length) showError(input, errors.join('\n'));
   const values = $('#up-values');
