@@ -106,6 +106,9 @@ const mb = (b) => `${(b / 1e6).toFixed(1)} MB`;
 const kb = (b) => `${(b / 1e3).toFixed(1)} kB`;
 
 /** A row "name  p50  p95  n" of a list of ms figures. */
+/** `pass`/`MISS` of the p95 of `xs` against `lim` ms. */
+const pass = (xs, lim) => (quantile(xs, 0.95) <= lim ? `   pass (<= ${lim})` : `   MISS (> ${lim})`);
+
 function row(name, xs, extra = '') {
   return `  ${name.padEnd(34)} ${fmt(quantile(xs, 0.5)).padStart(8)} ${fmt(quantile(xs, 0.95)).padStart(8)} ${String(xs.length).padStart(5)}${extra}`;
 }
@@ -279,7 +282,10 @@ async function memory(browser, page, cdp) {
 // ------------------------------------------------------------------------------------------
 // Workload runs
 
-async function coldLoads(browser, w, times) {
+/** The page's start-up marks (`kvlab:load:*`, see README "Performance"), in load order. */
+const LOAD_MARKS = ['connect', 'engine-started', 'engine-wasmReady', 'engine-computed', 'computed', 'figures', 'drawn'];
+
+async function coldLoads(browser, url, times) {
   const out = [];
   for (let i = 0; i < times; i += 1) {
     const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
@@ -288,7 +294,7 @@ async function coldLoads(browser, w, times) {
     const problems = [];
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
-    await page.goto(urlFor(w));
+    await page.goto(url);
     await page.waitForFunction(() => window.__kvlabBench?.painted !== undefined, null, { timeout: 60_000 });
     const r = await page.evaluate(() => {
       const nav = performance.getEntriesByType('navigation')[0];
@@ -303,12 +309,26 @@ async function coldLoads(browser, w, times) {
         domContentLoaded: nav ? nav.domContentLoadedEventEnd : NaN,
         wasmFetched: wasm ? wasm.responseEnd : NaN,
         firstRender: update ? update.duration : NaN,
+        marks: Object.fromEntries(performance.getEntriesByType('mark')
+          .filter((m) => m.name.startsWith('kvlab:load:')).map((m) => [m.name.slice(11), m.startTime])),
       };
     });
     out.push({ ...r, problems });
     await context.close();
   }
   return out;
+}
+
+/** Prints the cold-load rows of `cold` (coldLoads' records). */
+function coldReport(cold, out) {
+  out(`  cold load (${cold.length} fresh contexts), ms from navigation start:`);
+  out(row('    body ready', cold.map((c) => c.ready)));
+  out(row('    ready + frame painted', cold.map((c) => c.painted), pass(cold.map((c) => c.painted), COLD_TARGET_MS)));
+  out(row('    first-contentful-paint', cold.map((c) => c.fcp)));
+  out(row('    DOMContentLoaded', cold.map((c) => c.domContentLoaded)));
+  out(row('    wasm fetched (responseEnd)', cold.map((c) => c.wasmFetched)));
+  out(row('    first render (kvlab:update)', cold.map((c) => c.firstRender)));
+  for (const name of LOAD_MARKS) out(row(`    mark ${name}`, cold.map((c) => c.marks?.[name] ?? NaN)));
 }
 
 /** The controls and the values a person would step them through (i = 0..). */
@@ -388,7 +408,7 @@ function summarise(records, SECTIONS) {
 async function runWorkload(browser, w, opts) {
   const result = { workload: w, url: urlFor(w) };
   console.log(`\n== ${w}: ${result.url}`);
-  result.cold = await coldLoads(browser, w, opts.cold);
+  result.cold = await coldLoads(browser, result.url, opts.cold);
 
   const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
   const page = await context.newPage();
@@ -440,7 +460,6 @@ function report(results, size) {
     const s = summarise(r.records, r.sections);
     out(`\n## ${r.workload}  (${r.url.split('?')[1]})`);
     out(`  ${'ms'.padEnd(34)} ${'p50'.padStart(8)} ${'p95'.padStart(8)} ${'n'.padStart(5)}`);
-    const pass = (xs, lim) => (quantile(xs, 0.95) <= lim ? `   pass (<= ${lim})` : `   MISS (> ${lim})`);
     out(row('(c) input -> frame painted (2 rAF)', s.painted, pass(s.painted, target)));
     out(row('    input -> frame rendered', s.rendered, pass(s.rendered, target)));
     out(row('      = wait for the frame to start', s.wait));
@@ -461,14 +480,7 @@ function report(results, size) {
       const pp = (xs) => `${fmt(quantile(xs, 0.5)).padStart(7)} ${fmt(quantile(xs, 0.95)).padStart(7)}`;
       out(`    ${control.padEnd(32)} ${pp(ss.update)}   ${pp(ss.painted)}   ${pp(ss.rendered)}`);
     }
-    const cold = r.cold;
-    out(`  cold load (${cold.length} fresh contexts), ms from navigation start:`);
-    out(row('    body ready', cold.map((c) => c.ready)));
-    out(row('    ready + frame painted', cold.map((c) => c.painted), pass(cold.map((c) => c.painted), COLD_TARGET_MS)));
-    out(row('    first-contentful-paint', cold.map((c) => c.fcp)));
-    out(row('    DOMContentLoaded', cold.map((c) => c.domContentLoaded)));
-    out(row('    wasm fetched (responseEnd)', cold.map((c) => c.wasmFetched)));
-    out(row('    first render (kvlab:update)', cold.map((c) => c.firstRender)));
+    coldReport(r.cold, out);
     for (const [when, m] of [['loaded', r.memoryLoaded], ['after interactions', r.memoryAfter]]) {
       const ren = m.renderer;
       out(`  memory ${when}: JS heap used ${mib(m.jsHeapUsed)} (total ${mib(m.jsHeapTotal)}), `
@@ -522,14 +534,24 @@ async function main() {
   console.log(`Chromium ${version}, N=${opts.n} per control (+${opts.warmup} warm-up), ${opts.cold} cold loads per workload`);
   console.log(`dist: ${DIST} (wasm sha256 ${size.wasmSha256}…), tree: ${rev}; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const results = [];
+  let coldDefault = [];
   try {
+    // The page as a learner first opens it (no query: T = 512, d = 64).
+    if (opts.cold) {
+      console.log(`\n== default page: ${BASE}`);
+      coldDefault = await coldLoads(browser, BASE, opts.cold);
+    }
     for (const w of opts.workloads) results.push(await runWorkload(browser, w, opts));
   } finally {
     await browser.close();
   }
+  if (coldDefault.length) {
+    console.log('\n== default page (no query)');
+    coldReport(coldDefault, console.log);
+  }
   console.log(report(results, size));
   if (opts.json) {
-    writeFileSync(opts.json, JSON.stringify({ chromium: version, opts, size, results }, null, 1));
+    writeFileSync(opts.json, JSON.stringify({ chromium: version, opts, size, coldDefault, results }, null, 1));
     console.log(`\nraw results: ${opts.json}`);
   }
 }

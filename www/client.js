@@ -14,6 +14,16 @@ export function workerPossible() {
     && 'transferControlToOffscreen' in HTMLCanvasElement.prototype;
 }
 
+/** The compiled wasm module of build `build`, or null if it cannot be compiled here. */
+async function compileWasm(build) {
+  const url = new URL(build === 'simd128' ? './pkg-simd/kvlab_bg.wasm' : './pkg/kvlab_bg.wasm', import.meta.url);
+  try {
+    return await WebAssembly.compileStreaming(fetch(url));
+  } catch {
+    return null;
+  }
+}
+
 function toError(e) {
   const err = new Error(e?.message ?? String(e));
   err.field = e?.field ?? null;
@@ -29,6 +39,10 @@ export async function connect(onProgress) {
       onProgress(m.id, m.progress);
       return;
     }
+    if (m.partial) {
+      waiting.get(m.id)?.onPartial?.(m.partial);
+      return;
+    }
     const w = waiting.get(m.id);
     if (!w) return;
     waiting.delete(m.id);
@@ -42,8 +56,13 @@ export async function connect(onProgress) {
     waiting.clear();
   };
   const build = wasmBuild();
+  // The module is fetched and compiled here, from the start, while the worker starts (in
+  // parallel); the worker gets the compiled module. Null if that fails (e.g. a server that sends
+  // the wasm without its MIME type): the engine then fetches it itself.
+  const compiled = compileWasm(build);
   const startWorker = () => {
     worker = new Worker(new URL(`./worker.js?wasm=${build}`, import.meta.url), { type: 'module' });
+    compiled.then((module) => worker.postMessage({ wasmModule: module }));
     worker.onmessage = (e) => receive(e.data);
     worker.onerror = (e) => {
       // The worker script itself failed (not a request): every waiting request fails with it.
@@ -56,16 +75,18 @@ export async function connect(onProgress) {
     startWorker();
   } else {
     const { createEngine, loadWasm } = await import('./engine.js');
-    const handle = createEngine((message) => receive(message), await loadWasm(build), build);
+    const wasm = await loadWasm(build, compiled);
+    const handle = createEngine((message) => receive(message), wasm, build, {}, (await compiled) ? 'page' : 'engine');
     let chain = Promise.resolve();
     send = (message) => {
       chain = chain.then(() => handle(message));
     };
   }
-  const call = (op, payload = {}, transfer = []) => new Promise((resolve, reject) => {
+  /** Sends a request; `onPartial(value)` gets any early part of the reply (see engine.js init). */
+  const call = (op, payload = {}, transfer = [], onPartial = null) => new Promise((resolve, reject) => {
     const id = next;
     next += 1;
-    waiting.set(id, { resolve, reject });
+    waiting.set(id, { resolve, reject, onPartial });
     try {
       send({ id, op, ...payload }, transfer);
     } catch (e) {

@@ -6,7 +6,7 @@
 //
 // Requests are `{id, op, ...}`; every request gets one reply `{id, ok, value}` or
 // `{id, ok: false, error: {message, field}}`; while computing, `{id, progress: stage}` messages
-// name the stage about to run.
+// name the stage about to run, and `init` may send its first view early as `{id, partial}`.
 //
 // The wasm module comes from one of two builds (scalar `pkg/` or simd128 `pkg-simd/`, see
 // `wasmBuild`); both give bit-identical results.
@@ -24,13 +24,22 @@ export function wasmBuild() {
   }
 }
 
-/** Loads and instantiates build `build` (URLs relative to this file); returns its module. */
-export async function loadWasm(build) {
-  const mod = build === 'simd128'
-    ? await import('./pkg-simd/kvlab.js')
-    : await import('./pkg/kvlab.js');
-  await mod.default();
+/**
+ * Loads and instantiates build `build` (URLs relative to this file), from `module` (a compiled
+ * `WebAssembly.Module`, or a promise of one) when given; returns the bindings.
+ */
+export async function loadWasm(build, module = null) {
+  const [mod, compiled] = await Promise.all([
+    build === 'simd128' ? import('./pkg-simd/kvlab.js') : import('./pkg/kvlab.js'),
+    module,
+  ]);
+  await mod.default(compiled ? { module_or_path: compiled } : undefined);
   return mod;
+}
+
+/** Milliseconds since the epoch, comparable between the page and a worker (cold-load timeline). */
+export function epochNow() {
+  return performance.timeOrigin + performance.now();
 }
 
 /** An `Error` from wasm (or anywhere) as a plain object the page can show. */
@@ -40,10 +49,13 @@ function plainError(e) {
 
 /**
  * An engine on the loaded wasm module `wasm` (from `loadWasm`, build name `build`), posting its
- * messages with `post(message, transfer)`. Returns `handle(request)`, which runs one request to
+ * messages with `post(message, transfer)`. `timeline` holds epoch times (`epochNow`) of the
+ * engine's start-up (`started`, `wasmReady`); `init` returns them with its own. `compiledBy`:
+ * 'page' when the module came compiled from the page (client.js), 'engine' when loadWasm
+ * fetched it. Returns `handle(request)`, which runs one request to
  * completion (requests are handled strictly in order).
  */
-export function createEngine(post, wasm, build) {
+export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'engine') {
   const { Page, parseQuery, toQuery, modelPresets } = wasm;
   let page = null;
   const canvases = new Map(); // chart name -> canvas (OffscreenCanvas or HTMLCanvasElement)
@@ -89,8 +101,12 @@ export function createEngine(post, wasm, build) {
     /**
      * `{query, lang}`: parses the query, builds the page (falling back to the defaults).
      * `{settings}` instead of a query starts from a settings object the page already holds.
+     * With `draw` (a draw spec; the canvases attached before), the first view goes out as
+     * soon as it is computed (a `{id, partial}` message with the reply's fields but the
+     * timings), so the page writes its figures while the charts are drawn here.
      */
-    init({ id, query, settings, lang }) {
+    init({ id, query, settings, lang, draw: spec }) {
+      timeline.init = epochNow();
       const parsed = settings ? { settings: { ...settings }, warnings: [] } : parseQuery(query);
       parsed.settings.lang = lang;
       const warnings = parsed.warnings.map((w) => w.message);
@@ -103,13 +119,30 @@ export function createEngine(post, wasm, build) {
         parsed.settings = { ...parseQuery('').settings, lang };
         page = new Page(parsed.settings, progress);
       }
-      return {
+      timeline.computed = epochNow();
+      const first = {
         settings: parsed.settings,
         warnings,
         presets: modelPresets(),
         figures: page.figures(),
+        query: toQuery(parsed.settings),
+        fingerprints: page.dataFingerprints(),
         build,
+        compiledBy,
+        timeline,
       };
+      if (!spec?.charts?.length) return first;
+      post({ id, partial: first });
+      progress('draw');
+      let draws = {};
+      let drawError = null;
+      try {
+        draws = draw(spec);
+      } catch (e) {
+        drawError = plainError(e);
+      }
+      timeline.drawn = epochNow();
+      return { ...first, timings: { compute: timeline.computed - timeline.init, draws }, drawError };
     },
     attach({ canvases: list }) {
       for (const [name, canvas] of Object.entries(list)) canvases.set(name, canvas);

@@ -391,7 +391,7 @@ function onProgress(_id, stage) {
 }
 
 /** A request to the engine; a progress box appears if it takes longer than 100 ms. */
-async function request(op, payload, transfer) {
+async function request(op, payload, transfer, onPartial) {
   app.requests += 1;
   markBusy();
   if (!app.progressTimer) {
@@ -401,7 +401,7 @@ async function request(op, payload, transfer) {
     }, 100);
   }
   try {
-    return await app.client.call(op, payload, transfer);
+    return await app.client.call(op, payload, transfer, onPartial);
   } finally {
     app.requests -= 1;
     if (!app.requests) $('#progress-text').textContent = '';
@@ -749,6 +749,17 @@ async function onUse(button) {
   }
 }
 
+/** Replaces every chart canvas by a new one (a canvas handed to a worker cannot be handed again). */
+function freshCanvases() {
+  for (const [name, old] of Object.entries(app.canvases)) {
+    const fresh = old.cloneNode(false);
+    observer.unobserve(old);
+    old.replaceWith(fresh);
+    observer.observe(fresh);
+    app.canvases[name] = fresh;
+  }
+}
+
 /**
  * Stop: ends a computation that takes too long. The worker is replaced by a fresh one, which
  * gets the last good view back (its settings, and the uploaded files if the data was uploaded)
@@ -762,13 +773,7 @@ function stop() {
   app.frame = 0;
   app.pending.clear();
   app.inputAt = null;
-  for (const [name, old] of Object.entries(app.canvases)) {
-    const fresh = old.cloneNode(false);
-    observer.unobserve(old);
-    old.replaceWith(fresh);
-    observer.observe(fresh);
-    app.canvases[name] = fresh;
-  }
+  freshCanvases();
   busyWhile(async () => {
     let reply = await request('init', { settings: app.good, lang: app.lang });
     if (app.upload) {
@@ -845,27 +850,29 @@ function wire() {
 }
 
 /**
- * Puts back the uploaded data of the last visit, if any; returns the engine's reply for it. A
- * failure forgets it and says so.
+ * Puts back the uploaded data of the last visit (`saved`, from `savedUpload.get()`); `first` is
+ * init's reply. Returns the engine's reply for it; a failure forgets it and says so (null).
  */
-async function restoreUpload() {
-  let saved;
-  try {
-    saved = await savedUpload.get();
-  } catch {
-    return null; // no IndexedDB here
-  }
+async function restoreUpload(saved, first) {
   if (!saved?.files?.length) return null;
   try {
     for (const f of saved.files) await addFile(f.name, f.bytes);
     $('#upload-choice').hidden = false;
-    const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: app.good.embed } });
+    const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: first.settings.embed } });
     app.upload = { choice: saved.choice };
     return reply;
   } catch (e) {
     savedUpload.clear().catch(() => {});
     showWarnings('#upload-warnings', [e.message ?? String(e)]);
     return null;
+  }
+}
+
+/** Marks the engine's start-up (epoch times from engine.js `epochNow`) on the page's timeline. */
+function markTimeline(timeline) {
+  for (const [name, at] of Object.entries(timeline ?? {})) {
+    const startTime = at - performance.timeOrigin;
+    if (startTime >= 0) performance.mark(`kvlab:load:engine-${name}`, { startTime });
   }
 }
 
@@ -894,69 +901,82 @@ async function main() {
   $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
   $('#stop').addEventListener('click', () => stop());
   performance.mark('kvlab:update:start');
-  let first;
-  try {
-    app.client = await connect(onProgress);
-    document.body.dataset.engine = app.client.mode;
-    document.body.dataset.wasm = app.client.build;
-    // A handle for the console and the benchmarks: `await kvlab.call('memory')`, etc.
-    window.kvlab = { mode: app.client.mode, call: (op, payload) => app.client.call(op, payload) };
-    try {
-      first = await request('init', { query, lang: app.lang });
-    } catch (e) {
-      if (!e.stopped) throw e;
-      // Stopped before the first view: the default view instead, and say so.
-      first = await request('init', { query: '', lang: app.lang });
-      first.stopped = true;
-    }
-  } catch (e) {
-    failed(e);
-    return;
-  }
-  performance.mark('kvlab:load:computed');
-  if (first.warnings.length) {
-    showWarnings('#url-warnings', first.warnings);
-    $('#url-warnings').prepend(t(app.lang, 'warn.url'));
-  }
-  if (first.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
-  const modelSel = $('#model');
-  for (const m of first.presets) modelSel.add(new Option(m.name, m.slug));
-  const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
-  custom.dataset.i18n = 'budget.custom';
-  modelSel.add(custom);
-  if (first.settings.embed) {
-    document.body.classList.add('embed', `embed-${first.settings.embed}`);
-  }
-  // (The language may have been switched while the first computation ran.)
-  app.settings = { ...first.settings, lang: app.lang };
-  app.good = { ...app.settings };
-  let { figures } = first;
-  const restored = await restoreUpload();
-  performance.mark('kvlab:load:upload-checked');
-  if (restored) {
-    app.settings = { ...restored.settings };
-    app.good = { ...restored.settings };
-    figures = restored.figures;
-  }
-  writeControls(app.good);
-  wire();
+  // Read in parallel with the engine's start: a saved upload replaces the generated data.
+  const savedPromise = savedUpload.get().catch(() => null); // (no IndexedDB here: nothing saved)
   const canvases = app.canvases;
   for (const c of document.querySelectorAll('canvas[data-chart]')) {
     observer.observe(c);
     canvases[c.dataset.chart] = c;
   }
+  let first;
+  let shown = false;
+  /** Writes the first view's figures and controls (charts are the engine's). */
+  const showFirst = (reply) => {
+    if (shown) return;
+    shown = true;
+    performance.mark('kvlab:load:computed');
+    markTimeline(reply.timeline);
+    document.body.dataset.wasmCompiled = reply.compiledBy;
+    present(reply);
+    render(reply.figures, ALL);
+    performance.mark('kvlab:load:figures');
+  };
   try {
-    const spec = drawSpec(chartsOf(ALL)); // sizes read before the canvases are handed over
-    await app.client.attach(canvases);
-    const start = performance.now();
-    const drawn = await request('draw', { draw: spec });
-    performance.mark('kvlab:load:drawn');
-    measureTimings(drawn.timings, start);
-    render(figures, ALL);
+    performance.mark('kvlab:load:connect');
+    app.client = await connect(onProgress);
+    document.body.dataset.engine = app.client.mode;
+    document.body.dataset.wasm = app.client.build;
+    // A handle for the console and the benchmarks: `await kvlab.call('memory')`, etc.
+    window.kvlab = { mode: app.client.mode, call: (op, payload) => app.client.call(op, payload) };
+    // The charts are drawn with the first computation, and its figures are written while they
+    // are drawn, unless the view changes right after it: a saved upload replaces the data, an
+    // embed link hides sections (chart sizes are read before the engine knows the settings).
+    const saved = await savedPromise;
+    const drawFirst = !saved?.files?.length && !new URLSearchParams(query).has('embed');
+    let spec = null;
+    if (drawFirst) {
+      spec = drawSpec(chartsOf(ALL));
+      await app.client.attach(canvases);
+    }
+    try {
+      first = await request('init', { query, lang: app.lang, draw: spec }, undefined, showFirst);
+    } catch (e) {
+      if (!e.stopped) throw e;
+      // Stopped before the first view: the default view instead, and say so.
+      if (shown) throw e; // (cannot happen: init's first view comes with its reply's request)
+      if (drawFirst) freshCanvases();
+      first = await request('init', { query: '', lang: app.lang });
+      first.stopped = true;
+      spec = null;
+    }
+    if (spec) {
+      performance.mark('kvlab:load:drawn');
+      measureTimings(first.timings, performance.now());
+      if (first.drawError) throw new Error(first.drawError.message);
+      showFirst(first);
+      recordUrl(false, first.query);
+      document.body.dataset.fingerprints = first.fingerprints.join(' ');
+    } else {
+      const restored = saved?.files?.length ? await restoreUpload(saved, first) : null;
+      performance.mark('kvlab:load:upload-checked');
+      const view = restored ? { ...first, ...restored } : first;
+      // The first view as computed (settings, figures), charts drawn after it.
+      shown = true;
+      performance.mark('kvlab:load:computed');
+      markTimeline(first.timeline);
+      document.body.dataset.wasmCompiled = first.compiledBy;
+      present(view);
+      await app.client.attach(canvases);
+      const start = performance.now();
+      const drawn = await request('draw', { draw: drawSpec(chartsOf(ALL)) });
+      performance.mark('kvlab:load:drawn');
+      measureTimings(drawn.timings, start);
+      render(view.figures, ALL);
+      recordUrl(false, await request('toQuery', { settings: app.good }));
+      // For tests and embedding pages: fingerprints of the data in use (native == wasm).
+      document.body.dataset.fingerprints = (await request('fingerprints', {})).join(' ');
+    }
     performance.measure('kvlab:update', 'kvlab:update:start');
-    recordUrl(false, await request('toQuery', { settings: app.good }));
-    // For tests and embedding pages: fingerprints of the data in use (native == wasm).
-    document.body.dataset.fingerprints = (await request('fingerprints', {})).join(' ');
   } catch (e) {
     failed(e);
     return;
@@ -964,6 +984,31 @@ async function main() {
   status.hidden = true;
   app.ready = true;
   document.body.dataset.state = 'ready';
+}
+
+/**
+ * Puts the first view's settings and controls on the page (`view`: init's reply, its settings
+ * and figures possibly replaced by a restored upload's).
+ */
+function present(view) {
+  if (view.warnings.length) {
+    showWarnings('#url-warnings', view.warnings);
+    $('#url-warnings').prepend(t(app.lang, 'warn.url'));
+  }
+  if (view.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
+  const modelSel = $('#model');
+  for (const m of view.presets) modelSel.add(new Option(m.name, m.slug));
+  const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
+  custom.dataset.i18n = 'budget.custom';
+  modelSel.add(custom);
+  if (view.settings.embed) {
+    document.body.classList.add('embed', `embed-${view.settings.embed}`);
+  }
+  // (The language may have been switched while the first computation ran.)
+  app.settings = { ...view.settings, lang: app.lang };
+  app.good = { ...app.settings };
+  writeControls(app.good);
+  wire();
 }
 
 main();

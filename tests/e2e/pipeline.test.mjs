@@ -42,14 +42,62 @@ test('the Bits slider requantizes and redraws (8 -> 4 bits)', async () => {
   await page.close();
 });
 
+const FIRST_LOAD_CHARTS = ['budget-data', 'budget-model', 'hist', 'groups', 'rows', 'errmap', 'attn', 'scores', 'strip', 'mass'];
+
+/** The page's start-up marks (benches/page.mjs reads the same), by name: ms from navigation. */
+function loadMarks(page) {
+  return page.evaluate(() => Object.fromEntries(performance.getEntriesByType('mark')
+    .filter((m) => m.name.startsWith('kvlab:load:')).map((m) => [m.name.slice(11), m.startTime])));
+}
+
 test('every chart draws something on first load', async () => {
   const { page, problems } = await open(browser.context, urlWith(''));
-  for (const chart of ['budget-data', 'budget-model', 'hist', 'groups', 'rows', 'errmap', 'attn', 'scores', 'strip', 'mass']) {
+  for (const chart of FIRST_LOAD_CHARTS) {
     const ink = await inkShare(page, chart);
     assert.ok(ink > 0.01, `${chart} has ink (${(ink * 100).toFixed(1)}%)`);
   }
+  // Start-up: the page compiled the module while the worker started, and wrote the first
+  // figures while the worker drew the charts (one init request, its first view sent early).
+  assert.equal(await page.locator('body').getAttribute('data-wasm-compiled'), 'page');
+  const marks = await loadMarks(page);
+  for (const name of ['connect', 'engine-started', 'engine-wasmReady', 'engine-computed', 'computed', 'figures', 'drawn']) {
+    assert.ok(Number.isFinite(marks[name]), `mark kvlab:load:${name} (${JSON.stringify(marks)})`);
+  }
+  assert.ok(marks.figures < marks.drawn, `figures written (${marks.figures}) before the charts were all drawn (${marks.drawn})`);
+  assert.ok(marks['engine-started'] <= marks['engine-wasmReady'] && marks['engine-wasmReady'] <= marks['engine-computed'],
+    `the engine's timeline is in order: ${JSON.stringify(marks)}`);
   assert.deepEqual(problems, []);
   await page.close();
+});
+
+test('a host that serves the wasm without its MIME type: the engine fetches it itself', async () => {
+  const context = browser.context;
+  const page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
+  // (context-wide, so that the worker's own request gets the same answer)
+  const wrongType = async (route) => {
+    const response = await route.fetch();
+    await route.fulfill({ response, headers: { ...response.headers(), 'content-type': 'application/octet-stream' } });
+  };
+  await context.route('**/*.wasm', wrongType);
+  try {
+    await page.goto(urlWith({ seed: 1 }));
+    await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+    await settle(page);
+    assert.equal(await page.locator('body').getAttribute('data-wasm-compiled'), 'engine',
+      'the page could not compile a module served as octet-stream; the engine loaded it');
+    assert.equal(await page.locator('body').getAttribute('data-fingerprints'),
+      '9d3668cb4b60abd9 2fd6f770a08d8913 5dfb0951971331d8', 'the same data as from a well-configured host');
+    for (const chart of FIRST_LOAD_CHARTS) {
+      assert.ok(await inkShare(page, chart) > 0.01, `${chart} drawn`);
+    }
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.unroute('**/*.wasm', wrongType);
+    await page.close();
+  }
 });
 
 test('generated data is bit-identical to the native build (same fingerprints)', async () => {
