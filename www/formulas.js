@@ -187,14 +187,48 @@ const SECTION = {
   'f-roverall': 'together',
 };
 
+/** Same element name and attributes (children not compared). */
+function sameShell(a, b) {
+  if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) return false;
+  if (a.nodeType !== Node.ELEMENT_NODE) return true;
+  if (a.attributes.length !== b.attributes.length) return false;
+  for (const { name, value } of b.attributes) {
+    if (a.getAttribute(name) !== value) return false;
+  }
+  return true;
+}
+
+/**
+ * Makes `old` equal to `fresh` (a node of the same shell) touching as little as possible: text
+ * that changed is rewritten in place, a child whose shape changed is replaced. A formula whose
+ * numbers change then re-lays out those numbers, not all of its MathML.
+ */
+function patch(old, fresh) {
+  if (old.nodeType === Node.TEXT_NODE) {
+    if (old.data !== fresh.data) old.data = fresh.data;
+    return;
+  }
+  const a = old.childNodes;
+  const b = fresh.childNodes;
+  if (a.length !== b.length) {
+    old.replaceChildren(...b);
+    return;
+  }
+  for (let i = 0; i < b.length; i += 1) {
+    if (sameShell(a[i], b[i])) patch(a[i], b[i]);
+    else a[i].replaceWith(b[i].cloneNode(true));
+  }
+}
+
 export function renderFormulas(figures, settings, tr, sections = null) {
   for (const [id, build] of Object.entries(FORMULAS)) {
     if (sections && !sections.has(SECTION[id])) continue;
     const slot = document.getElementById(id);
     if (!slot) continue;
     const fresh = build(figures, settings, tr);
-    // An unchanged formula is left in place: replacing it costs a layout of its MathML.
-    if (slot.childNodes.length === 1 && slot.firstChild.isEqualNode(fresh)) continue;
-    slot.replaceChildren(fresh);
+    // An unchanged formula is left in place, a changed one patched where it changed:
+    // replacing it would cost a layout of all its MathML.
+    if (slot.childNodes.length === 1 && sameShell(slot.firstChild, fresh)) patch(slot.firstChild, fresh);
+    else slot.replaceChildren(fresh);
   }
 }

@@ -80,7 +80,8 @@ function reportError(control, e) {
 }
 
 function clearErrors() {
-  for (const e of document.querySelectorAll('.control .error')) {
+  // Only messages that are showing: rewriting an unchanged element still costs style and layout.
+  for (const e of document.querySelectorAll('.control .error:not([hidden])')) {
     e.textContent = '';
     e.hidden = true;
   }
@@ -131,10 +132,14 @@ function writeControls(s) {
 /** Slider ranges follow the data: B and r up to T, w up to S, channels 0..d-1. */
 function fitRanges(f) {
   const T = f.data.tokens;
-  $('#budget-b').max = String(T);
-  $('#recent').max = String(T);
-  $('#window').max = String(f.data.steps);
-  $('#future').max = String(Math.max(0, f.data.steps - 1));
+  const setMax = (sel, v) => {
+    const el = $(sel);
+    if (el.max !== String(v)) el.max = String(v);
+  };
+  setMax('#budget-b', T);
+  setMax('#recent', T);
+  setMax('#window', f.data.steps);
+  setMax('#future', Math.max(0, f.data.steps - 1));
   const ch = $('#channel');
   if (ch.options.length !== f.data.channels + 1) {
     const keep = ch.value;
@@ -145,7 +150,7 @@ function fitRanges(f) {
     for (let j = 0; j < f.data.channels; j += 1) ch.add(new Option(String(j), String(j)));
     ch.value = [...ch.options].some((o) => o.value === keep) ? keep : 'auto';
   }
-  $('#use-generated').hidden = f.data.generated;
+  if ($('#use-generated').hidden !== f.data.generated) $('#use-generated').hidden = f.data.generated;
 }
 
 /**
@@ -372,14 +377,14 @@ function measureTimings(timings, start) {
 
 /** `data-busy` is set while anything the page shows is not yet up to date (tests wait on it). */
 function markBusy() {
-  const busy = app.requests > 0 || app.frame !== 0 || app.pending.size > 0;
+  const busy = app.requests > 0 || app.frame !== 0 || app.pending.size > 0 || app.urlTimer !== 0;
   if (busy) document.body.dataset.busy = 'true';
   else delete document.body.dataset.busy;
   if (!app.requests) {
     clearTimeout(app.progressTimer);
     app.progressTimer = 0;
-    $('#progress').hidden = true;
-    $('#progress-bar').value = 0;
+    if (!$('#progress').hidden) $('#progress').hidden = true;
+    if ($('#progress-bar').value !== 0) $('#progress-bar').value = 0;
   }
 }
 
@@ -491,15 +496,21 @@ async function flush() {
     render(reply.figures, sections);
     if (reply.drawError) showError(null, reply.drawError.message);
     performance.measure('kvlab:update', 'kvlab:update:start');
-    // The URL and storage are not needed for the painted frame: record them after it.
+    // The URL and storage are not needed for the painted frame: record them after it (a task
+    // posted from the frame's animation callback runs once the frame is painted). Each URL
+    // change costs a same-document navigation, which refetches and decodes the favicon, 5-30 ms.
     app.urlCommit ||= commit;
     if (!app.urlTimer) {
-      app.urlTimer = setTimeout(() => {
-        app.urlTimer = 0;
-        const push = app.urlCommit;
-        app.urlCommit = false;
-        recordUrl(push, app.query);
-      }, 0);
+      app.urlTimer = -1;
+      window.requestAnimationFrame(() => {
+        app.urlTimer = setTimeout(() => {
+          app.urlTimer = 0;
+          const push = app.urlCommit;
+          app.urlCommit = false;
+          recordUrl(push, app.query);
+          markBusy();
+        }, 0);
+      });
     }
     app.query = reply.query;
     // Input event to painted frame: the next animation frame starts after this one is painted.
@@ -624,7 +635,7 @@ function download(name, blob) {
 function showWarnings(target, list) {
   const el = $(target);
   if (!list.length) {
-    el.hidden = true;
+    if (!el.hidden) el.hidden = true;
     return;
   }
   el.textContent = list.join(' · ');

@@ -109,3 +109,25 @@ test('GQA: per-query-head selection makes the cache hold a K/V copy per query he
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('formulas patched in place after changes equal the formulas of a fresh load of the same view', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ bits: 8, budget: 64, recent: 8 }));
+  const formulas = (p) => p.evaluate(() => Object.fromEntries(
+    [...document.querySelectorAll('.formula[id]')].map((f) => [f.id, f.innerHTML])));
+  const before = await formulas(page);
+  // Numbers change (bits, B), the shape changes (scheme: symmetric has no zero point), and back.
+  await setNumber(page, 'Bits', 3);
+  await choose(page, 'Scheme', 'asymmetric');
+  await setNumber(page, 'Budget B', 40);
+  await choose(page, 'Scheme', 'symmetric');
+  await setNumber(page, 'Bits', 5);
+  await settle(page);
+  const patched = await formulas(page);
+  assert.notDeepEqual(patched, before, 'the changes show in the formulas');
+  const fresh = await open(browser.context, page.url());
+  assert.deepEqual(patched, await formulas(fresh.page));
+  assert.deepEqual(problems, []);
+  assert.deepEqual(fresh.problems, []);
+  await fresh.page.close();
+  await page.close();
+});
