@@ -24,6 +24,9 @@ const SECTIONS_OF = {
   head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'],
 };
 const ALL = ['budget', 'quant', 'select', 'compare'];
+// Charts of a section that some of its controls do not change: the policy strips show which
+// tokens each policy keeps, which the quantization controls (Q) leave alone.
+const UNCHANGED_BY = { strips: new Set(Object.keys(SECTIONS_OF).filter((k) => SECTIONS_OF[k] === Q)) };
 const CHARTS = {
   budget: ['budget-data', 'budget-model'],
   quant: ['hist', 'groups', 'rows', 'errmap'],
@@ -488,7 +491,9 @@ async function flush() {
   const inputAt = app.inputAt;
   app.inputAt = null;
   try {
-    const reply = await request('update', { settings, draw: drawSpec(chartsOf(sections)) });
+    const charts = chartsOf(sections)
+      .filter((c) => dataChanged || ![...changed.keys()].every((k) => UNCHANGED_BY[c]?.has(k)));
+    const reply = await request('update', { settings, draw: drawSpec(charts) });
     measureTimings(reply.timings, start);
     clearErrors();
     app.good = settings;

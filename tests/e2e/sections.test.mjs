@@ -131,3 +131,22 @@ test('formulas patched in place after changes equal the formulas of a fresh load
   await fresh.page.close();
   await page.close();
 });
+
+test('a quantization control redraws what it changes, not the policy strips (which tokens each policy keeps)', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ bits: 4, budget: 64 }));
+  const drawn = () => page.evaluate(() => performance.getEntriesByType('measure')
+    .filter((m) => m.name.startsWith('kvlab:draw:')).map((m) => m.name.slice(11)));
+  const strips = await canvasHash(page, 'strips');
+  await page.evaluate(() => performance.clearMeasures());
+  await setNumber(page, 'Bits', 3);
+  const afterBits = await drawn();
+  for (const chart of ['hist', 'errmap', 'tradeoff', 'budget-data']) assert.ok(afterBits.includes(chart), `${chart} redrawn: ${afterBits}`);
+  assert.ok(!afterBits.includes('strips'), `strips not redrawn on a bits change: ${afterBits}`);
+  assert.equal(await canvasHash(page, 'strips'), strips);
+  await page.evaluate(() => performance.clearMeasures());
+  await setNumber(page, 'Budget B', 32);
+  assert.ok((await drawn()).includes('strips'), 'B changes the kept tokens: strips redrawn');
+  assert.notEqual(await canvasHash(page, 'strips'), strips);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
