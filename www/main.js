@@ -948,6 +948,7 @@ async function main() {
     // are drawn, unless the view changes right after it: a saved upload replaces the data, an
     // embed link hides sections (chart sizes are read before the engine knows the settings).
     const saved = await savedPromise;
+    performance.mark('kvlab:load:upload-checked');
     const drawFirst = !saved?.files?.length && !new URLSearchParams(query).has('embed');
     let spec = null;
     if (drawFirst) {
@@ -974,7 +975,7 @@ async function main() {
       document.body.dataset.fingerprints = first.fingerprints.join(' ');
     } else {
       const restored = saved?.files?.length ? await restoreUpload(saved, first) : null;
-      performance.mark('kvlab:load:upload-checked');
+      performance.mark('kvlab:load:upload-restored');
       const view = restored ? { ...first, ...restored } : first;
       // The first view as computed (settings, figures), charts drawn after it.
       shown = true;
