@@ -412,15 +412,12 @@ pub struct TensorError {
     pub snr_db: f64,
 }
 
+/// The error of `hat` against `x`, flat row-major slices of equal length. The sums are
+/// `f64`, element `i` in lane `i % 8`, each lane in index order, the lanes combined as
+/// `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))` (a fixed order: the same bits on every
+/// target).
 fn tensor_error(x: &[f32], hat: &[f32]) -> TensorError {
-    let (mut max_abs, mut sum_abs, mut sum_sq, mut sig) = (0f64, 0f64, 0f64, 0f64);
-    for (&v, &h) in x.iter().zip(hat) {
-        let e = (f64::from(v) - f64::from(h)).abs();
-        max_abs = max_abs.max(e);
-        sum_abs += e;
-        sum_sq += e * e;
-        sig += f64::from(v) * f64::from(v);
-    }
+    let (max_abs, sum_abs, sum_sq, sig) = crate::quant::flat_error_sums(x, hat);
     let n = x.len().max(1) as f64;
     TensorError {
         max_abs,

@@ -268,87 +268,169 @@ fn round_to_i32(z: f64) -> i32 {
     (z + SHIFT).to_bits() as u32 as i32
 }
 
+/// How a layout's groups lie over the rows, as the kernels walk them (row-major).
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Per-channel and per-tensor: consecutive blocks of `block_rows` rows (the last may be
+    /// shorter) in which every column keeps one group
+    /// ([`GroupLayout::column_group`]). The kernels load per-column parameters once per block
+    /// and run straight passes over contiguous rows.
+    Columns { block_rows: usize },
+    /// Per-token: each row is cut into runs of `run` columns (the last may be shorter), one
+    /// group per run, numbered `row * blocks + k`. The kernels take a run's parameters as
+    /// scalars.
+    Runs { run: usize },
+}
+
 impl GroupLayout {
-    /// Rows with the same pattern have the same groups in every column
-    /// ([`GroupLayout::row_groups`]): per-channel rows of one block of `g` tokens, any row of a
-    /// per-tensor layout. The hot loops load a row's per-column parameters once per pattern.
+    /// See [`Shape`].
     #[inline]
-    fn pattern(&self, row: usize) -> usize {
+    fn shape(&self) -> Shape {
         match self.granularity {
-            Granularity::PerChannel => row / self.group_size,
-            Granularity::PerToken => row,
-            Granularity::PerTensor => 0,
-        }
-    }
-}
-
-/// The groups of the current row pattern as per-column arrays (see [`GroupLayout::pattern`]),
-/// so that the loops over a row read `scale[c]` rather than `scales[group_of(r, c)]`.
-struct RowParams {
-    /// The loaded pattern (`usize::MAX` before the first row).
-    pattern: usize,
-    /// `ids[c]`: the group of column `c`.
-    ids: Vec<usize>,
-}
-
-impl RowParams {
-    fn new(cols: usize) -> Self {
-        Self {
-            pattern: usize::MAX,
-            ids: Vec::with_capacity(cols),
+            Granularity::PerChannel => Shape::Columns {
+                block_rows: self.group_size,
+            },
+            Granularity::PerTensor => Shape::Columns {
+                block_rows: self.rows.max(1),
+            },
+            Granularity::PerToken => Shape::Runs {
+                run: self.group_size,
+            },
         }
     }
 
-    /// Loads the groups of `row`; returns false when its pattern is the one already loaded.
+    /// The group of column `col` in row block `block` of a [`Shape::Columns`] layout.
     #[inline]
-    fn load(&mut self, layout: &GroupLayout, row: usize) -> bool {
-        let p = layout.pattern(row);
-        if p == self.pattern {
-            return false;
+    fn column_group(&self, block: usize, col: usize) -> usize {
+        match self.granularity {
+            Granularity::PerChannel => col * self.blocks + block,
+            _ => 0,
         }
-        self.pattern = p;
-        layout.row_groups(row, &mut self.ids);
-        true
     }
+
+    /// Number of elements in group `group`.
+    fn group_len(&self, group: usize) -> usize {
+        let g = self.group_size;
+        match self.granularity {
+            Granularity::PerChannel => g.min(self.rows - (group % self.blocks) * g),
+            Granularity::PerToken => g.min(self.cols - (group % self.blocks) * g),
+            Granularity::PerTensor => self.rows * self.cols,
+        }
+    }
+}
+
+/// Lanes of the kernels' explicit accumulators: element `c` of a run goes to lane `c % LANES`.
+const LANES: usize = 8;
+
+/// Minimum and maximum of `v` (NaN skipped; `(inf, -inf)` when empty or all NaN) and whether
+/// every value is finite, with `LANES` running extremes (exact, so the order does not matter)
+/// so that the loop vectorises.
+#[inline]
+fn min_max(v: &[f32]) -> (f32, f32, bool) {
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let mut ok = [true; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            let x = c[l];
+            lo[l] = if x < lo[l] { x } else { lo[l] };
+            hi[l] = if x > hi[l] { x } else { hi[l] };
+            ok[l] &= x.is_finite();
+        }
+    }
+    for (l, &x) in chunks.remainder().iter().enumerate() {
+        lo[l] = if x < lo[l] { x } else { lo[l] };
+        hi[l] = if x > hi[l] { x } else { hi[l] };
+        ok[l] &= x.is_finite();
+    }
+    let lo = lo
+        .iter()
+        .fold(f32::INFINITY, |a, &b| if b < a { b } else { a });
+    let hi = hi
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
+    (lo, hi, ok.iter().all(|&o| o))
+}
+
+/// Largest of `v` (all `>= 0`, no NaN), 0 when empty, with `LANES` running maxima.
+#[inline]
+fn max_f64(v: &[f64]) -> f64 {
+    let mut m = [0f64; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            m[l] = if c[l] > m[l] { c[l] } else { m[l] };
+        }
+    }
+    for (l, &x) in chunks.remainder().iter().enumerate() {
+        m[l] = if x > m[l] { x } else { m[l] };
+    }
+    m.iter().fold(0f64, |a, &b| if b > a { b } else { a })
+}
+
+/// [`max_f64`] for `f32`.
+#[inline]
+fn max_f32(v: &[f32]) -> f32 {
+    let mut m = [0f32; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            m[l] = if c[l] > m[l] { c[l] } else { m[l] };
+        }
+    }
+    for (l, &x) in chunks.remainder().iter().enumerate() {
+        m[l] = if x > m[l] { x } else { m[l] };
+    }
+    m.iter().fold(0f32, |a, &b| if b > a { b } else { a })
 }
 
 /// Per-group minimum and maximum of `x` (`(lo, hi)`), and whether every value is finite.
-/// Row-major, with running per-column extremes flushed into the groups when the row pattern
-/// changes (min and max are exact, so the order does not matter).
+/// Column layouts keep running per-column extremes over each block of rows; per-token runs
+/// are reduced one by one. Min and max are exact, so the order does not matter.
 fn group_extremes(x: &Matrix, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, bool) {
     let n_groups = layout.groups();
     let cols = x.cols();
     let mut lo = vec![f32::INFINITY; n_groups];
     let mut hi = vec![f32::NEG_INFINITY; n_groups];
-    let mut lo_c = vec![f32::INFINITY; cols];
-    let mut hi_c = vec![f32::NEG_INFINITY; cols];
     let mut finite = true;
-    let mut params = RowParams::new(cols);
-    let flush =
-        |ids: &[usize], lo_c: &mut [f32], hi_c: &mut [f32], lo: &mut [f32], hi: &mut [f32]| {
-            for ((&g, l), h) in ids.iter().zip(lo_c.iter_mut()).zip(hi_c.iter_mut()) {
-                if let (Some(gl), Some(gh)) = (lo.get_mut(g), hi.get_mut(g)) {
-                    *gl = gl.min(*l);
-                    *gh = gh.max(*h);
+    match layout.shape() {
+        Shape::Runs { run } => {
+            let blocks = layout.blocks;
+            let groups = lo.chunks_exact_mut(blocks).zip(hi.chunks_exact_mut(blocks));
+            for (row, (lo_r, hi_r)) in x.iter_rows().zip(groups) {
+                for ((v, l), h) in row.chunks(run).zip(lo_r).zip(hi_r) {
+                    let (a, b, ok) = min_max(v);
+                    (*l, *h) = (a, b);
+                    finite &= ok;
                 }
-                *l = f32::INFINITY;
-                *h = f32::NEG_INFINITY;
             }
-        };
-    for (r, row) in x.iter_rows().enumerate() {
-        if layout.pattern(r) != params.pattern {
-            flush(&params.ids, &mut lo_c, &mut hi_c, &mut lo, &mut hi);
-            params.load(layout, r);
         }
-        let mut ok = true;
-        for ((l, h), &v) in lo_c.iter_mut().zip(hi_c.iter_mut()).zip(row) {
-            *l = if v < *l { v } else { *l };
-            *h = if v > *h { v } else { *h };
-            ok &= v.is_finite();
+        Shape::Columns { block_rows } => {
+            let mut lo_c = vec![f32::INFINITY; cols];
+            let mut hi_c = vec![f32::NEG_INFINITY; cols];
+            for (b, block) in x.data().chunks(block_rows * cols).enumerate() {
+                lo_c.fill(f32::INFINITY);
+                hi_c.fill(f32::NEG_INFINITY);
+                let mut ok = true;
+                for row in block.chunks_exact(cols) {
+                    for ((l, h), &v) in lo_c.iter_mut().zip(hi_c.iter_mut()).zip(row) {
+                        *l = if v < *l { v } else { *l };
+                        *h = if v > *h { v } else { *h };
+                        ok &= v.is_finite();
+                    }
+                }
+                finite &= ok;
+                for (c, (&l, &h)) in lo_c.iter().zip(&hi_c).enumerate() {
+                    let g = layout.column_group(b, c);
+                    if let (Some(gl), Some(gh)) = (lo.get_mut(g), hi.get_mut(g)) {
+                        *gl = gl.min(l);
+                        *gh = gh.max(h);
+                    }
+                }
+            }
         }
-        finite &= ok;
     }
-    flush(&params.ids, &mut lo_c, &mut hi_c, &mut lo, &mut hi);
     (lo, hi, finite)
 }
 
@@ -460,8 +542,10 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
 /// or `clamp(round(x / scale + zp), 0, qmax)` (asymmetric), computed in `f64` from the stored
 /// `f32` scale; constant groups get `sign(x)` (symmetric) or 0 (asymmetric).
 ///
-/// The per-column scale, zero point and constant flag are loaded once per row pattern, so the
-/// inner loop is a straight pass over contiguous arrays (it vectorises).
+/// Column layouts load the per-column scale, zero point and constant flag once per block of
+/// rows; per-token runs take theirs as scalars. Either way the inner loop is a straight pass
+/// over contiguous arrays (it vectorises). Each row is encoded into a buffer and appended, so
+/// the codes are written once (no zero fill first).
 fn encode(
     x: &Matrix,
     layout: &GroupLayout,
@@ -472,45 +556,101 @@ fn encode(
     constant: &[bool],
 ) -> Vec<i32> {
     let cols = x.cols();
-    let mut codes = vec![0i32; x.data().len()];
-    let mut params = RowParams::new(cols);
-    let mut scale_c = vec![0f64; cols];
-    let mut zp_c = vec![0f64; cols];
-    let mut const_c = vec![false; cols];
+    let mut codes = Vec::with_capacity(x.data().len());
+    let mut buf = vec![0i32; cols];
     let qmax = qmax as f64;
-    for (r, (row, out)) in x.iter_rows().zip(codes.chunks_exact_mut(cols)).enumerate() {
-        if params.load(layout, r) {
-            for (c, &g) in params.ids.iter().enumerate() {
-                scale_c[c] = f64::from(scales.get(g).copied().unwrap_or(0.0));
-                zp_c[c] = zero_points.get(g).copied().unwrap_or(0) as f64;
-                const_c[c] = constant.get(g).copied().unwrap_or(false);
+    let scale_of = |g: usize| f64::from(scales.get(g).copied().unwrap_or(0.0));
+    let zp_of = |g: usize| zero_points.get(g).copied().unwrap_or(0) as f64;
+    let const_of = |g: usize| constant.get(g).copied().unwrap_or(false);
+    match layout.shape() {
+        Shape::Runs { run } => {
+            for (r, row) in x.iter_rows().enumerate() {
+                let base = r * layout.blocks;
+                for (k, (v, out)) in row.chunks(run).zip(buf.chunks_mut(run)).enumerate() {
+                    let g = base + k;
+                    let (s, k) = (scale_of(g), const_of(g));
+                    match scheme {
+                        Scheme::Symmetric if k => {
+                            for (q, &v) in out.iter_mut().zip(v) {
+                                *q = sign(v);
+                            }
+                        }
+                        Scheme::Symmetric => {
+                            for (q, &v) in out.iter_mut().zip(v) {
+                                *q = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
+                            }
+                        }
+                        Scheme::Asymmetric if k => out.fill(0),
+                        Scheme::Asymmetric => {
+                            let zp = zp_of(g);
+                            for (q, &v) in out.iter_mut().zip(v) {
+                                *q = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
+                            }
+                        }
+                    }
+                }
+                codes.extend_from_slice(&buf);
             }
         }
-        let params = scale_c.iter().zip(&zp_c).zip(&const_c);
-        match scheme {
-            Scheme::Symmetric => {
-                for ((q, &v), ((&s, _), &k)) in out.iter_mut().zip(row).zip(params) {
-                    // clamp(round(z)) = round(clamp(z)): the bounds are integers.
-                    let code = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
-                    let sign = if v > 0.0 {
-                        1
-                    } else if v < 0.0 {
-                        -1
-                    } else {
-                        0
-                    };
-                    *q = if k { sign } else { code };
+        Shape::Columns { block_rows } => {
+            let mut scale_c = vec![0f64; cols];
+            let mut zp_c = vec![0f64; cols];
+            let mut const_c = vec![false; cols];
+            for (b, block) in x.data().chunks(block_rows * cols).enumerate() {
+                for c in 0..cols {
+                    let g = layout.column_group(b, c);
+                    (scale_c[c], zp_c[c], const_c[c]) = (scale_of(g), zp_of(g), const_of(g));
                 }
-            }
-            Scheme::Asymmetric => {
-                for ((q, &v), ((&s, &zp), &k)) in out.iter_mut().zip(row).zip(params) {
-                    let code = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
-                    *q = if k { 0 } else { code };
+                let params = scale_c.iter().zip(&zp_c).zip(&const_c);
+                // Without a constant group in the block the loops need no selection.
+                let any_const = const_c.iter().any(|&k| k);
+                for row in block.chunks_exact(cols) {
+                    let params = params.clone();
+                    match scheme {
+                        Scheme::Symmetric if !any_const => {
+                            for ((q, &v), &s) in buf.iter_mut().zip(row).zip(&scale_c) {
+                                *q = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
+                            }
+                        }
+                        Scheme::Asymmetric if !any_const => {
+                            for ((q, &v), (&s, &zp)) in
+                                buf.iter_mut().zip(row).zip(scale_c.iter().zip(&zp_c))
+                            {
+                                *q = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
+                            }
+                        }
+                        Scheme::Symmetric => {
+                            for ((q, &v), ((&s, _), &k)) in buf.iter_mut().zip(row).zip(params) {
+                                // clamp(round(z)) = round(clamp(z)): the bounds are integers.
+                                let code = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
+                                *q = if k { sign(v) } else { code };
+                            }
+                        }
+                        Scheme::Asymmetric => {
+                            for ((q, &v), ((&s, &zp), &k)) in buf.iter_mut().zip(row).zip(params) {
+                                let code = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
+                                *q = if k { 0 } else { code };
+                            }
+                        }
+                    }
+                    codes.extend_from_slice(&buf);
                 }
             }
         }
     }
     codes
+}
+
+/// `sign(v)` as a code: 1, -1 or 0.
+#[inline]
+fn sign(v: f32) -> i32 {
+    if v > 0.0 {
+        1
+    } else if v < 0.0 {
+        -1
+    } else {
+        0
+    }
 }
 
 impl Quantized {
@@ -561,21 +701,28 @@ impl Quantized {
     /// (length `rows * cols`; shorter buffers are filled as far as they go).
     pub fn dequantize_into(&self, out: &mut [f32]) {
         let cols = self.layout.cols.max(1);
-        let mut params = DequantParams::new(cols);
+        let mut d = Dequant::new(self);
         for (r, (orow, qrow)) in out
             .chunks_mut(cols)
             .zip(self.codes.chunks(cols))
             .enumerate()
         {
-            params.load(self, r);
-            params.dequantize_row(qrow, orow);
+            d.row(r, qrow, orow);
         }
     }
 
     /// The de-quantized tensor `x_hat`.
     pub fn dequantize(&self) -> Matrix {
-        let mut out = vec![0f32; self.codes.len()];
-        self.dequantize_into(&mut out);
+        // Row by row through a buffer, so the output is written once (no zero fill first).
+        let cols = self.layout.cols.max(1);
+        let mut out = Vec::with_capacity(self.codes.len());
+        let mut buf = vec![0f32; cols];
+        let mut d = Dequant::new(self);
+        for (r, qrow) in self.codes.chunks(cols).enumerate() {
+            let buf = &mut buf[..qrow.len()];
+            d.row(r, qrow, buf);
+            out.extend_from_slice(buf);
+        }
         Matrix::new(self.layout.rows, self.layout.cols, out)
             .unwrap_or_else(|_| unreachable_matrix())
     }
@@ -613,70 +760,126 @@ fn dequantize_one(q: i32, scale: f64, zero_point: i64) -> f32 {
     (scale * (i64::from(q) - zero_point) as f64) as f32
 }
 
-/// A quantized tensor's scale (as `f64`) and zero point (0 for symmetric) of each column of the
-/// current row pattern (see [`GroupLayout::pattern`]).
-struct DequantParams {
-    row: RowParams,
+/// Zero points up to this size in magnitude make `q - zp` exact in `f64` (they always are in
+/// practice: `|zp| <= |min| / scale` stays below about `2^41`).
+const EXACT_ZERO_POINT: i64 = 1 << 52;
+
+/// Rows of `x_hat` from a quantized tensor, each element [`dequantize_one`]'s number. Column
+/// layouts keep the scale (as `f64`) and zero point (0 for symmetric) of each column for the
+/// current block of rows ([`Shape::Columns`]); per-token runs read theirs as scalars.
+struct Dequant<'a> {
+    q: &'a Quantized,
+    shape: Shape,
+    /// The loaded row block (`usize::MAX` before the first; unused for runs).
+    block: usize,
     scale: Vec<f64>,
     zero_point: Vec<i64>,
     /// The zero points as `f64`.
     zero_point_f64: Vec<f64>,
-    /// Every loaded `|zp| <= 2^52`, so `q - zp` is exact in `f64` (it always is in practice:
-    /// `|zp| <= |min| / scale` stays below about `2^41`).
+    /// Every loaded zero point is within [`EXACT_ZERO_POINT`].
     small_zero_points: bool,
 }
 
-impl DequantParams {
-    fn new(cols: usize) -> Self {
+impl<'a> Dequant<'a> {
+    fn new(q: &'a Quantized) -> Self {
+        let shape = q.layout.shape();
+        let n = match shape {
+            Shape::Columns { .. } => q.layout.cols,
+            Shape::Runs { .. } => 0,
+        };
         Self {
-            row: RowParams::new(cols),
-            scale: vec![0.0; cols],
-            zero_point: vec![0; cols],
-            zero_point_f64: vec![0.0; cols],
+            q,
+            shape,
+            block: usize::MAX,
+            scale: vec![0.0; n],
+            zero_point: vec![0; n],
+            zero_point_f64: vec![0.0; n],
             small_zero_points: true,
         }
     }
 
-    /// `x_hat` of a row of codes under the loaded parameters, as [`dequantize_one`].
+    /// For column layouts, loads the parameters of `row`'s block; true when they were not
+    /// loaded yet (always false for runs).
     #[inline]
-    fn dequantize_row(&self, codes: &[i32], out: &mut [f32]) {
-        if self.small_zero_points {
-            // q - zp is exact in f64 here, so this is dequantize_one's number; in f64 the
-            // loop vectorises (i64 -> f64 conversions do not, before AVX-512).
-            let params = self.scale.iter().zip(&self.zero_point_f64);
-            for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
-                *o = (s * (f64::from(q) - zp)) as f32;
-            }
-        } else {
-            let params = self.scale.iter().zip(&self.zero_point);
-            for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
-                *o = dequantize_one(q, s, zp);
-            }
-        }
-    }
-
-    /// Loads the parameters of `row`; returns false when they are already loaded.
-    #[inline]
-    fn load(&mut self, q: &Quantized, row: usize) -> bool {
-        if !self.row.load(&q.layout, row) {
+    fn load(&mut self, row: usize) -> bool {
+        let Shape::Columns { block_rows } = self.shape else {
+            return false;
+        };
+        let b = row / block_rows;
+        if b == self.block {
             return false;
         }
-        for ((&g, s), zp) in self
-            .row
-            .ids
-            .iter()
-            .zip(self.scale.iter_mut())
+        self.block = b;
+        let q = self.q;
+        for (c, (s, zp)) in self
+            .scale
+            .iter_mut()
             .zip(self.zero_point.iter_mut())
+            .enumerate()
         {
+            let g = q.layout.column_group(b, c);
             *s = f64::from(q.scales.get(g).copied().unwrap_or(0.0));
             *zp = q.zero_points.get(g).copied().unwrap_or(0);
         }
-        const LIMIT: i64 = 1 << 52;
-        self.small_zero_points = self.zero_point.iter().all(|z| (-LIMIT..=LIMIT).contains(z));
+        self.small_zero_points = self
+            .zero_point
+            .iter()
+            .all(|z| (-EXACT_ZERO_POINT..=EXACT_ZERO_POINT).contains(z));
         for (f, &z) in self.zero_point_f64.iter_mut().zip(&self.zero_point) {
             *f = z as f64;
         }
         true
+    }
+
+    /// `x_hat` of row `row` (its `codes`) into `out` (as far as both go).
+    #[inline]
+    fn row(&mut self, row: usize, codes: &[i32], out: &mut [f32]) {
+        match self.shape {
+            Shape::Columns { .. } => {
+                self.load(row);
+                if self.q.config.scheme == Scheme::Symmetric {
+                    // zp = 0, and q - 0 = q exactly.
+                    for ((o, &q), &s) in out.iter_mut().zip(codes).zip(&self.scale) {
+                        *o = (s * f64::from(q)) as f32;
+                    }
+                } else if self.small_zero_points {
+                    // q - zp is exact in f64 here, so this is dequantize_one's number; in f64
+                    // the loop vectorises (i64 -> f64 conversions do not, before AVX-512).
+                    let params = self.scale.iter().zip(&self.zero_point_f64);
+                    for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
+                        *o = (s * (f64::from(q) - zp)) as f32;
+                    }
+                } else {
+                    let params = self.scale.iter().zip(&self.zero_point);
+                    for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
+                        *o = dequantize_one(q, s, zp);
+                    }
+                }
+            }
+            Shape::Runs { run } => {
+                let q = self.q;
+                let base = row * q.layout.blocks;
+                for (k, (c, o)) in codes.chunks(run).zip(out.chunks_mut(run)).enumerate() {
+                    let g = base + k;
+                    let s = f64::from(q.scales.get(g).copied().unwrap_or(0.0));
+                    let zp = q.zero_points.get(g).copied().unwrap_or(0);
+                    if zp == 0 {
+                        for (o, &q) in o.iter_mut().zip(c) {
+                            *o = (s * f64::from(q)) as f32;
+                        }
+                    } else if (-EXACT_ZERO_POINT..=EXACT_ZERO_POINT).contains(&zp) {
+                        let zp = zp as f64;
+                        for (o, &q) in o.iter_mut().zip(c) {
+                            *o = (s * (f64::from(q) - zp)) as f32;
+                        }
+                    } else {
+                        for (o, &q) in o.iter_mut().zip(c) {
+                            *o = dequantize_one(q, s, zp);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -797,20 +1000,92 @@ pub fn try_error_stats(
     meta: MetaDtype,
 ) -> Result<ErrorStats, ShapeMismatch> {
     check_shape(x, q)?;
-    let pass = error_pass::<false>(x, q, &mut [], &mut Vec::new());
+    let pass = error_pass::<false>(x, q, &mut Vec::new(), &mut Vec::new());
     Ok(pass.stats(x, q, source_bytes, meta))
+}
+
+/// Sums of `f64` terms over the elements of a tensor in a fixed order that depends only on the
+/// shape, not on the target or its SIMD width (so native, wasm32 and wasm32 + simd128 give
+/// the same bits): element `(r, c)` goes to lane `c % 8`; each lane adds its elements in
+/// row-major order, starting from 0; the lanes are combined at the end as
+/// `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`. Eight independent accumulators
+/// instead of one running sum: the adds no longer wait for each other, and they vectorise.
+#[derive(Debug, Clone, Copy)]
+struct Lanes([f64; LANES]);
+
+impl Lanes {
+    const ZERO: Lanes = Lanes([0.0; LANES]);
+
+    /// Adds `v` to `self` and `v^2` to `sq`, element `c` to lane `c % 8`.
+    #[inline]
+    fn add_sq(&mut self, sq: &mut Lanes, v: &[f64]) {
+        let mut chunks = v.chunks_exact(LANES);
+        for c in &mut chunks {
+            for ((a, s), &e) in self.0.iter_mut().zip(sq.0.iter_mut()).zip(c) {
+                *a += e;
+                *s += e * e;
+            }
+        }
+        let rest = chunks.remainder();
+        for ((a, s), &e) in self.0.iter_mut().zip(sq.0.iter_mut()).zip(rest) {
+            *a += e;
+            *s += e * e;
+        }
+    }
+
+    /// Adds `v^2` (in `f64`) to `self`, element `c` to lane `c % 8`.
+    #[inline]
+    fn add_sq_f32(&mut self, v: &[f32]) {
+        let mut chunks = v.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, &x) in self.0.iter_mut().zip(c) {
+                let x = f64::from(x);
+                *a += x * x;
+            }
+        }
+        for (a, &x) in self.0.iter_mut().zip(chunks.remainder()) {
+            let x = f64::from(x);
+            *a += x * x;
+        }
+    }
+
+    /// The lanes combined in the fixed order.
+    fn total(&self) -> f64 {
+        let a = &self.0;
+        ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+    }
+}
+
+/// `(max |x - y|, sum |x - y|, sum (x - y)^2, sum x^2)` over two equally long slices (the
+/// shorter length if not), in `f64`, the sums in the [`Lanes`] order of the flat index:
+/// element `i` in lane `i % 8`, lanes combined as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) +
+/// (l6 + l7))`.
+pub(crate) fn flat_error_sums(x: &[f32], y: &[f32]) -> (f64, f64, f64, f64) {
+    const BLOCK: usize = 64 * LANES;
+    let (mut abs, mut sq, mut sig) = (Lanes::ZERO, Lanes::ZERO, Lanes::ZERO);
+    let mut max = 0f64;
+    let mut err = [0f64; BLOCK];
+    for (xb, yb) in x.chunks(BLOCK).zip(y.chunks(BLOCK)) {
+        let n = xb.len().min(yb.len());
+        let err = &mut err[..n];
+        for ((e, &a), &b) in err.iter_mut().zip(xb).zip(yb) {
+            *e = (f64::from(a) - f64::from(b)).abs();
+        }
+        abs.add_sq(&mut sq, err);
+        sig.add_sq_f32(&xb[..n]);
+        max = max.max(max_f64(err));
+    }
+    (max, abs.total(), sq.total(), sig.total())
 }
 
 /// The sums of one pass over `x` and its quantization `q` (see [`error_pass`]).
 struct ErrorPass {
-    /// `sum |x - x_hat|`, in element order.
+    /// `sum |x - x_hat|`, in the [`Lanes`] order.
     sum_abs: f64,
-    /// `sum (x - x_hat)^2`, in element order.
+    /// `sum (x - x_hat)^2`, in the [`Lanes`] order.
     sum_sq: f64,
-    /// `sum x^2`, in element order.
+    /// `sum x^2`, in the [`Lanes`] order.
     sig_sq: f64,
-    /// `sum scale^2 / 12` over elements, in element order.
-    exp_mse: f64,
     /// Per group: `max |x - x_hat|` computed in `f32` (only filled by the full pass).
     group_max32: Vec<f32>,
     /// Per group: `max |x - x_hat|` computed in `f64`.
@@ -837,6 +1112,12 @@ impl ErrorPass {
             .filter(|&(_, s)| s > 0.0)
             .map(|(e, s)| e / (s / 2.0))
             .fold(0f64, f64::max);
+        // sum over elements of scale^2 / 12: per group, its element count times its term,
+        // added in group order.
+        let exp_mse = q.scales.iter().enumerate().fold(0f64, |acc, (g, &s)| {
+            let s = f64::from(s);
+            acc + q.layout.group_len(g) as f64 * (s * s / 12.0)
+        });
         let bits = q.config.bits;
         let stored = packed_code_bytes(n as u64, bits)
             + metadata_bytes(q.scales.len() as u64, q.config.scheme, meta);
@@ -845,7 +1126,7 @@ impl ErrorPass {
             mean_abs: self.sum_abs / nf,
             rmse: (self.sum_sq / nf).sqrt(),
             snr_db,
-            expected_mse: self.exp_mse / nf,
+            expected_mse: exp_mse / nf,
             worst_bound_use: worst,
             compression_ratio: (n as u64 * source_bytes) as f64 / stored as f64,
             compression_ratio_no_meta: (source_bytes * 8) as f64 / f64::from(bits),
@@ -853,45 +1134,64 @@ impl ErrorPass {
     }
 }
 
-/// One row-major pass over `x` (shape already checked against `q`): the running sums of the
-/// error statistics and the per-group maximum errors; with `FULL`, also `|x - x_hat|` into
-/// `abs_err` and each row's squared error and bound into `rows`.
+/// `1/4 sum_j scale_j^2` of rows `r0 .. r0 + n` (`n <= 8`) of a per-token layout, each row's
+/// sum in column order (the order that defines it), the rows side by side in lanes so the
+/// adds vectorise.
+fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> [f64; LANES] {
+    let (blocks, cols) = (q.layout.blocks, q.layout.cols);
+    let mut acc = [0f64; LANES];
+    for k in 0..blocks {
+        let mut t = [0f64; LANES];
+        for (l, t) in t.iter_mut().enumerate().take(n) {
+            let s = f64::from(q.scales.get((r0 + l) * blocks + k).copied().unwrap_or(0.0));
+            *t = s * s / 4.0;
+        }
+        for _ in 0..run.min(cols - k * run) {
+            for l in 0..LANES {
+                acc[l] += t[l];
+            }
+        }
+    }
+    acc
+}
+
+/// One row-major pass over `x` (shape already checked against `q`): the sums of the error
+/// statistics ([`Lanes`] order) and the per-group maximum errors; with `FULL`, also
+/// `|x - x_hat|` appended to `abs_err` and each row's squared error and bound to `rows`.
 ///
-/// The sums are accumulated element by element in row-major order (the order that defines
-/// them); the maxima per column of the current row pattern, folded into the groups when the
-/// pattern changes.
+/// Per row: `x_hat` (as [`Quantized::dequantize`]), then one layout-independent loop for the
+/// errors and the sums, then the maxima (per column over a block of rows for column layouts,
+/// per run for per-token). A row's squared error is summed in column order (the order that
+/// defines it); eight rows at a time side by side, from a transposed buffer of their squares.
 fn error_pass<const FULL: bool>(
     x: &Matrix,
     q: &Quantized,
-    abs_err: &mut [f32],
+    abs_err: &mut Vec<f32>,
     rows: &mut Vec<RowError>,
 ) -> ErrorPass {
     let cols = x.cols();
     let n_groups = q.scales.len();
-    let mut out = ErrorPass {
-        sum_abs: 0.0,
-        sum_sq: 0.0,
-        sig_sq: 0.0,
-        exp_mse: 0.0,
-        group_max32: vec![0.0; if FULL { n_groups } else { 0 }],
-        group_max64: vec![0.0; n_groups],
-    };
-    let mut params = DequantParams::new(cols);
-    // Per column of the current pattern: scale^2 / 12, and the running maxima.
-    let mut exp_c = vec![0f64; cols];
-    let mut max32_c = vec![0f32; if FULL { cols } else { 0 }];
-    let mut max64_c = vec![0f64; cols];
-    // 1/4 sum_j scale_j^2 of the current pattern (the same for each of its rows).
-    let mut bound = 0f64;
-    let flush = |ids: &[usize], max32_c: &mut [f32], max64_c: &mut [f64], out: &mut ErrorPass| {
-        for (&g, m) in ids.iter().zip(max64_c.iter_mut()) {
-            if let Some(x) = out.group_max64.get_mut(g) {
+    let mut group_max32 = vec![0f32; if FULL { n_groups } else { 0 }];
+    let mut group_max64 = vec![0f64; n_groups];
+    let shape = q.layout.shape();
+    let columns = matches!(shape, Shape::Columns { .. });
+    let mut d = Dequant::new(q);
+    // Column layouts: the running maxima of the current block, per column.
+    let mut max32_c = vec![0f32; if FULL && columns { cols } else { 0 }];
+    let mut max64_c = vec![0f64; if columns { cols } else { 0 }];
+    let flush = |block: usize,
+                 max32_c: &mut [f32],
+                 max64_c: &mut [f64],
+                 group_max32: &mut [f32],
+                 group_max64: &mut [f64]| {
+        for (c, m) in max64_c.iter_mut().enumerate() {
+            if let Some(x) = group_max64.get_mut(q.layout.column_group(block, c)) {
                 *x = x.max(*m);
             }
             *m = 0.0;
         }
-        for (&g, m) in ids.iter().zip(max32_c.iter_mut()) {
-            if let Some(x) = out.group_max32.get_mut(g) {
+        for (c, m) in max32_c.iter_mut().enumerate() {
+            if let Some(x) = group_max32.get_mut(q.layout.column_group(block, c)) {
                 if *m > *x {
                     *x = *m;
                 }
@@ -899,67 +1199,121 @@ fn error_pass<const FULL: bool>(
             *m = 0.0;
         }
     };
+    let (mut sum_abs, mut sum_sq, mut sig_sq) = (Lanes::ZERO, Lanes::ZERO, Lanes::ZERO);
+    // FULL: the bound of the current block (column layouts), the bounds of the current eight
+    // rows, and their squared errors transposed (`sq8[c * 8 + slot]`).
+    let mut block_bound = 0f64;
+    let mut bound8 = [0f64; LANES];
+    let mut sq8 = vec![0f64; if FULL { cols * LANES } else { 0 }];
     if FULL {
         rows.reserve(x.rows());
+        abs_err.reserve(x.data().len());
     }
-    let mut err_rows = abs_err.chunks_exact_mut(cols.max(1));
-    // The current row's x_hat and |x - x_hat| in f64.
+    // The current row's x_hat, |x - x_hat| in f64 and in f32.
     let mut hat = vec![0f32; cols];
     let mut err = vec![0f64; cols];
+    let mut err32 = vec![0f32; if FULL { cols } else { 0 }];
+    let n_rows = x.rows();
     for (r, (row, qrow)) in x.iter_rows().zip(q.codes.chunks_exact(cols)).enumerate() {
-        if q.layout.pattern(r) != params.row.pattern {
-            flush(&params.row.ids, &mut max32_c, &mut max64_c, &mut out);
-            params.load(q, r);
-            bound = 0.0;
-            for (e, &s) in exp_c.iter_mut().zip(&params.scale) {
-                *e = s * s / 12.0;
-                bound += s * s / 4.0;
+        let slot = r % LANES;
+        let prev_block = d.block;
+        if d.load(r) {
+            if prev_block != usize::MAX {
+                flush(
+                    prev_block,
+                    &mut max32_c,
+                    &mut max64_c,
+                    &mut group_max32,
+                    &mut group_max64,
+                );
+            }
+            if FULL {
+                block_bound = 0.0;
+                for &s in &d.scale {
+                    block_bound += s * s / 4.0;
+                }
             }
         }
-        // Element-wise work first (it vectorises: no NaN can occur, so the maxima are plain
-        // comparisons), then the sums, which must run in element order.
-        params.dequantize_row(qrow, &mut hat);
-        for (((&v, &h), e), m64) in row
-            .iter()
-            .zip(&hat)
-            .zip(err.iter_mut())
-            .zip(max64_c.iter_mut())
-        {
+        if FULL {
+            match shape {
+                Shape::Columns { .. } => bound8[slot] = block_bound,
+                Shape::Runs { run } if slot == 0 => {
+                    bound8 = run_bounds(q, r, LANES.min(n_rows - r), run);
+                }
+                Shape::Runs { .. } => {}
+            }
+        }
+        d.row(r, qrow, &mut hat);
+        // The errors and the sums (layout independent; each loop vectorises).
+        for ((e, &v), &h) in err.iter_mut().zip(row).zip(&hat) {
             *e = (f64::from(v) - f64::from(h)).abs();
-            *m64 = if *e > *m64 { *e } else { *m64 };
         }
+        sum_abs.add_sq(&mut sum_sq, &err);
+        sig_sq.add_sq_f32(row);
         if FULL {
-            let erow = err_rows.next().unwrap_or(&mut []);
-            for (((&v, &h), e32), m32) in row
-                .iter()
-                .zip(&hat)
-                .zip(erow.iter_mut())
-                .zip(max32_c.iter_mut())
-            {
-                *e32 = (v - h).abs();
-                *m32 = if *e32 > *m32 { *e32 } else { *m32 };
+            for ((o, &v), &h) in err32.iter_mut().zip(row).zip(&hat) {
+                *o = (v - h).abs();
+            }
+            abs_err.extend_from_slice(&err32);
+            for (s, &e) in sq8[slot..].iter_mut().step_by(LANES).zip(&err) {
+                *s = e * e;
             }
         }
-        let (mut sum_abs, mut sum_sq, mut sig_sq, mut exp_mse) =
-            (out.sum_abs, out.sum_sq, out.sig_sq, out.exp_mse);
-        let mut sq_err = 0f64;
-        for ((&v, &e), &ex) in row.iter().zip(&err).zip(&exp_c) {
-            let e2 = e * e;
-            sum_abs += e;
-            sum_sq += e2;
-            sig_sq += f64::from(v) * f64::from(v);
-            exp_mse += ex;
-            // (x - x_hat)^2 = |x - x_hat|^2 exactly
-            sq_err += e2;
+        // The maxima.
+        match shape {
+            Shape::Columns { .. } => {
+                for (m, &e) in max64_c.iter_mut().zip(&err) {
+                    *m = if e > *m { e } else { *m };
+                }
+                for (m, &e) in max32_c.iter_mut().zip(&err32) {
+                    *m = if e > *m { e } else { *m };
+                }
+            }
+            Shape::Runs { run } => {
+                let base = r * q.layout.blocks;
+                for (k, e) in err.chunks(run).enumerate() {
+                    if let Some(m) = group_max64.get_mut(base + k) {
+                        *m = max_f64(e);
+                    }
+                }
+                if FULL {
+                    for (k, e) in err32.chunks(run).enumerate() {
+                        if let Some(m) = group_max32.get_mut(base + k) {
+                            *m = max_f32(e);
+                        }
+                    }
+                }
+            }
         }
-        if FULL {
-            rows.push(RowError { sq_err, bound });
+        // FULL: the squared errors of the last eight rows, each in column order.
+        if FULL && (slot == LANES - 1 || r + 1 == n_rows) {
+            let mut acc = [0f64; LANES];
+            for sq in sq8.chunks_exact(LANES) {
+                for l in 0..LANES {
+                    acc[l] += sq[l];
+                }
+            }
+            for (&sq_err, &bound) in acc.iter().zip(&bound8).take(slot + 1) {
+                rows.push(RowError { sq_err, bound });
+            }
         }
-        (out.sum_abs, out.sum_sq, out.sig_sq, out.exp_mse) = (sum_abs, sum_sq, sig_sq, exp_mse);
     }
-    let ids = std::mem::take(&mut params.row.ids);
-    flush(&ids, &mut max32_c, &mut max64_c, &mut out);
-    out
+    if d.block != usize::MAX {
+        flush(
+            d.block,
+            &mut max32_c,
+            &mut max64_c,
+            &mut group_max32,
+            &mut group_max64,
+        );
+    }
+    ErrorPass {
+        sum_abs: sum_abs.total(),
+        sum_sq: sum_sq.total(),
+        sig_sq: sig_sq.total(),
+        group_max32,
+        group_max64,
+    }
 }
 
 /// Everything the page draws about one quantization, from a single pass over the tensor.
@@ -984,7 +1338,7 @@ pub fn analyze(
     meta: MetaDtype,
 ) -> Result<Analysis, ShapeMismatch> {
     check_shape(x, q)?;
-    let mut abs_err = vec![0f32; x.data().len()];
+    let mut abs_err = Vec::new();
     let mut rows = Vec::new();
     let pass = error_pass::<true>(x, q, &mut abs_err, &mut rows);
     let stats = pass.stats(x, q, source_bytes, meta);
