@@ -159,7 +159,9 @@ pub fn error_heatmap<DB: DrawingBackend>(
 ) -> Result<Pixels, ChartError> {
     let q = lab.quant();
     let (t, d) = (q.quantized.rows(), q.quantized.cols());
-    let max_err = q.abs_err.iter().copied().fold(0f32, f32::max);
+    // max |x - x_hat| over every element = the largest per-group maximum (the same f32 errors,
+    // from the same analysis): a pass over the groups instead of over T x d errors.
+    let max_err = q.groups.iter().map(|g| g.max_abs).fold(0f32, f32::max);
     let rect = chart::draw_heatmap_frame(
         root,
         &HeatmapFrameView {

@@ -478,3 +478,49 @@ fn error_heatmap_pixels_match_cell_by_cell_pooling() {
         }
     }
 }
+
+/// The error heatmap's colour range is the largest per-group maximum of the analysis (one pass
+/// over the groups): it must equal the largest `|x - x_hat|` over every element.
+#[test]
+fn largest_group_error_is_the_largest_element_error() {
+    use kvlab::lab::Lab;
+    use kvlab::state::Settings;
+    let base = Settings {
+        tokens: 300,
+        steps: 20,
+        channels: 12,
+        budget: 60,
+        recent: 10,
+        window: 4,
+        future: 4,
+        ..Settings::default()
+    };
+    for (granularity, group) in [
+        (Granularity::PerChannel, 1),
+        (Granularity::PerChannel, 32),
+        (Granularity::PerToken, 5),
+        (Granularity::PerTensor, 1),
+    ] {
+        for (scheme, bits) in [(Scheme::Symmetric, 2), (Scheme::Asymmetric, 5)] {
+            let s = Settings {
+                granularity,
+                group,
+                scheme,
+                bits,
+                ..base.clone()
+            };
+            let lab = Lab::new(s).unwrap();
+            let q = lab.quant();
+            let by_element = q.abs_err.iter().copied().fold(0f32, f32::max);
+            let by_group = q.groups.iter().map(|g| g.max_abs).fold(0f32, f32::max);
+            assert_eq!(
+                by_group.to_bits(),
+                by_element.to_bits(),
+                "{granularity:?} {scheme:?}"
+            );
+            if granularity == Granularity::PerTensor {
+                assert!(by_element > 0.0);
+            }
+        }
+    }
+}

@@ -88,29 +88,58 @@ fn pool(
             prev = Some(rr);
         }
     } else {
-        let yr: Vec<Range<usize>> = (0..out_h).map(|o| cell_range(o, cols, out_h)).collect();
-        let mut colbuf = vec![f32::NEG_INFINITY; cols];
-        let mut prev: Option<Range<usize>> = None;
-        for px in 0..out_w {
-            let xr = cell_range(px, rows, out_w);
-            if prev.as_ref() != Some(&xr) {
-                colbuf.fill(f32::NEG_INFINITY);
-                for r in xr.clone() {
-                    let row = &values[r * cols..(r + 1) * cols];
-                    for (m, &v) in colbuf.iter_mut().zip(row) {
-                        if v > *m {
-                            *m = v;
-                        }
-                    }
-                }
-                prev = Some(xr);
+        pool_transposed(values, rows, cols, out_w, &mut out);
+    }
+    out
+}
+
+/// Pixel columns [`pool_transposed`] pools at a time: their per-channel maxima (`TILE x cols`
+/// values) stay in cache, and each pixel row of the tile is written as one contiguous run.
+const TILE: usize = 16;
+
+/// [`pool`] with the grid's rows along x and its columns along y, into `out` (`out_h x out_w`,
+/// filled with `NEG_INFINITY`; all sizes non-zero).
+///
+/// The grid is read once, row after row: pixel column `px` takes the per-channel maxima of its
+/// rows ([`cell_range`]) in one straight pass per row (no division or bounds check per
+/// element), then each pixel row takes the maximum of its precomputed channel range of those.
+/// Pixel columns are done [`TILE`] at a time. A pixel column that covers the same rows as the
+/// one before (an output wider than the grid) copies its maxima.
+fn pool_transposed(values: &[f32], rows: usize, cols: usize, out_w: usize, out: &mut [f32]) {
+    let out_h = out.len() / out_w;
+    let ybins: Vec<Range<usize>> = (0..out_h).map(|o| cell_range(o, cols, out_h)).collect();
+    let mut tile = vec![f32::NEG_INFINITY; TILE * cols];
+    let mut prev: Option<Range<usize>> = None;
+    for px0 in (0..out_w).step_by(TILE) {
+        let n = TILE.min(out_w - px0);
+        for t in 0..n {
+            let xr = cell_range(px0 + t, rows, out_w);
+            // The slot of the pixel column before: t - 1, or the last of the previous
+            // (full) tile.
+            let before = (t + TILE - 1) % TILE;
+            if prev.as_ref() == Some(&xr) {
+                tile.copy_within(before * cols..(before + 1) * cols, t * cols);
+                continue;
             }
-            for (py, cr) in yr.iter().enumerate() {
-                out[py * out_w + px] = max_into(f32::NEG_INFINITY, &colbuf[cr.clone()]);
+            let slot = &mut tile[t * cols..(t + 1) * cols];
+            slot.fill(f32::NEG_INFINITY);
+            // `v > m` is false for NaN, so NaN cells are skipped.
+            for row in values[xr.start * cols..xr.end * cols].chunks_exact(cols) {
+                for (m, &v) in slot.iter_mut().zip(row) {
+                    *m = if v > *m { v } else { *m };
+                }
+            }
+            prev = Some(xr);
+        }
+        for (line, yr) in out.chunks_exact_mut(out_w).zip(&ybins) {
+            let slots = tile.chunks_exact(cols);
+            for (o, slot) in line[px0..px0 + n].iter_mut().zip(slots) {
+                *o = slot[yr.clone()]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
             }
         }
     }
-    out
 }
 
 /// Max-pool a `rows x cols` row-major grid to `out_h x out_w` (row-major, x along columns):
