@@ -313,11 +313,11 @@ fn check_observed(attention: &Matrix, observed_rows: usize) -> Result<(), Policy
 }
 
 fn check_finite_attention(attention: &Matrix) -> Result<(), PolicyError> {
-    match attention.first_non_finite() {
-        Some((row, col)) => Err(SelectError::NonFinite {
+    match select::first_non_finite(attention.data()) {
+        Some(index) => Err(SelectError::NonFinite {
             what: "attention weight",
-            index: row.saturating_mul(attention.cols()).saturating_add(col),
-            value: attention.get(row, col).unwrap_or(f32::NAN),
+            index,
+            value: attention.data().get(index).copied().unwrap_or(f32::NAN),
         }
         .into()),
         None => Ok(()),
@@ -370,11 +370,12 @@ pub fn policy_scores(
     check_observed(attention, observed_rows)?;
     check_finite_attention(attention)?;
     let (steps, total) = (attention.rows(), attention.cols());
-    let observed = || rows_of(attention, 0, observed_rows);
+    // The observed rows are rows [0, observed_rows) of `attention`, read in place; their weights
+    // were checked just above.
     let scores = match *policy {
-        Policy::H2oSum => select::cumulative_scores(&observed()?),
+        Policy::H2oSum => select::column_sums(attention, 0..observed_rows),
         Policy::H2oMean => {
-            let sums = select::cumulative_scores(&observed()?);
+            let sums = select::column_sums(attention, 0..observed_rows);
             sums.iter()
                 .enumerate()
                 .map(|(i, &x)| {
@@ -390,10 +391,12 @@ pub fn policy_scores(
                 .collect()
         }
         Policy::SnapKv { window, pooling } => {
-            select::observation_scores(&observed()?, window, pooling)?
+            select::observation_scores_of_rows(attention, observed_rows, window, pooling)?
         }
         Policy::StreamingLlm { .. } => return Ok(None),
-        Policy::Tova => select::observation_scores(&observed()?, 1, Pooling::None)?,
+        Policy::Tova => {
+            select::observation_scores_of_rows(attention, observed_rows, 1, Pooling::None)?
+        }
         Policy::Random { seed } => random_scores(seed, total),
         Policy::Oracle => {
             if observed_rows >= steps {
@@ -483,8 +486,9 @@ pub fn select_with(
     check_observed(attention, observed_rows)?;
     check_finite_attention(attention)?;
     match *policy {
-        Policy::H2oSum => Ok(select::h2o(
-            &rows_of(attention, 0, observed_rows)?,
+        // select::h2o on the observed rows (checked above), read in place.
+        Policy::H2oSum => Ok(select::snapkv(
+            &select::column_sums(attention, 0..observed_rows),
             budget,
             recent,
         )?),
@@ -543,9 +547,18 @@ fn admission_order_ranked(
 /// result is unique); a token without a score ranks as `-inf`.
 fn rank(scores: &[f32], total: usize) -> Vec<usize> {
     let score = |i: usize| scores.get(i).copied().unwrap_or(f32::NEG_INFINITY);
-    let mut ranked: Vec<usize> = (0..total).collect();
-    ranked.sort_unstable_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
-    ranked
+    if total as u64 > select::RANK_KEY_MAX_TOKENS {
+        let mut ranked: Vec<usize> = (0..total).collect();
+        ranked.sort_unstable_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+        return ranked;
+    }
+    // The same order as one sortable integer per token (score, then index): a plain integer
+    // sort instead of one through a comparison closure.
+    let mut keys: Vec<u64> = (0..total).map(|i| select::rank_key(score(i), i)).collect();
+    keys.sort_unstable();
+    keys.into_iter()
+        .map(|k| (k & 0xffff_ffff) as usize)
+        .collect()
 }
 
 /// One policy's score vector on the observed rows and its ranking, for any budget and recent
@@ -684,12 +697,12 @@ struct ValueCtx {
 }
 
 fn check_finite_values(m: &Matrix, which: &'static str) -> Result<(), PolicyError> {
-    match m.first_non_finite() {
-        Some((row, col)) => Err(PolicyError::NonFiniteValue {
+    match select::first_non_finite(m.data()) {
+        Some(index) => Err(PolicyError::NonFiniteValue {
             which,
-            row,
-            col,
-            value: m.get(row, col).unwrap_or(f32::NAN),
+            row: index / m.cols(),
+            col: index % m.cols(),
+            value: m.data().get(index).copied().unwrap_or(f32::NAN),
         }),
         None => Ok(()),
     }
@@ -1561,6 +1574,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rank_is_the_comparison_sort() {
+        let scores = [0.5, -0.0, 0.0, 2.0, 0.5, f32::NEG_INFINITY, 2.0, 0.0, -1.0];
+        for total in [0, 1, 5, scores.len(), scores.len() + 3] {
+            let score = |i: usize| scores.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+            let mut want: Vec<usize> = (0..total).collect();
+            want.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+            assert_eq!(rank(&scores, total), want);
+        }
+        assert_eq!(rank(&scores, 4), vec![3, 0, 2, 1]);
     }
 
     #[test]

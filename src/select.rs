@@ -123,26 +123,6 @@ impl Selection {
     pub fn r_token(&self) -> f64 {
         self.total() as f64 / self.kept.len().max(1) as f64
     }
-
-    fn from_roles(total: usize, roles_by_token: &[Option<Role>]) -> Selection {
-        let mut kept = Vec::new();
-        let mut dropped = Vec::new();
-        let mut roles = Vec::new();
-        for (i, r) in roles_by_token.iter().enumerate().take(total) {
-            match r {
-                Some(role) => {
-                    kept.push(i);
-                    roles.push(*role);
-                }
-                None => dropped.push(i),
-            }
-        }
-        Selection {
-            kept,
-            dropped,
-            roles,
-        }
-    }
 }
 
 /// Pooling of prefix scores before top-k (SnapKV), stride 1, same length.
@@ -175,21 +155,79 @@ pub enum Pooling {
 /// for (x, w) in s.iter().zip(want) { assert!((x - w).abs() < 1e-6); }
 /// ```
 pub fn cumulative_scores(attention: &Matrix) -> Vec<f32> {
-    column_sums(attention, 0)
+    column_sums(attention, 0..attention.rows())
 }
 
-fn column_sums(attention: &Matrix, from_row: usize) -> Vec<f32> {
-    let mut acc = vec![0f64; attention.cols()];
-    for row in attention.iter_rows().skip(from_row) {
-        for (a, &v) in acc.iter_mut().zip(row) {
-            *a += f64::from(v);
-        }
-    }
+/// `sum_{t in rows} a[t][i]` for every column `i`: each column summed in `f64` in row order
+/// (row `rows.start` first), then rounded to `f32`. Rows past the end of `attention` are ignored.
+///
+/// Non-finite weights are not checked: a column holding one sums to NaN or an infinity.
+pub(crate) fn column_sums(attention: &Matrix, rows: std::ops::Range<usize>) -> Vec<f32> {
+    let cols = attention.cols();
+    let data = attention.data();
+    let end = rows.end.min(attention.rows());
+    let start = rows.start.min(end);
+    let mut acc = vec![0f64; cols];
+    add_rows(&mut acc, &data[start * cols..end * cols]);
     acc.into_iter().map(|v| v as f32).collect()
 }
 
+/// Rows added to the accumulators in one pass over them (see [`add_rows`]).
+const ROWS_PER_PASS: usize = 4;
+
+/// `acc[j] += rows[t][j]` for every row `t` of `rows` (row-major, `acc.len()` columns), in `f64`
+/// and in row order. Rows are taken [`ROWS_PER_PASS`] at a time,
+/// `acc[j] = (((acc[j] + a0[j]) + a1[j]) + a2[j]) + a3[j]`, which performs the same additions
+/// in the same order as one row at a time (so the same result, bit for bit) with fewer loads
+/// and stores of `acc`; the loop over `j` is what the compiler vectorises (across columns,
+/// which leaves each column's order alone).
+fn add_rows(acc: &mut [f64], rows: &[f32]) {
+    let cols = acc.len();
+    if cols == 0 {
+        return;
+    }
+    let mut groups = rows.chunks_exact(ROWS_PER_PASS * cols);
+    for g in &mut groups {
+        let (r0, rest) = g.split_at(cols);
+        let (r1, rest) = rest.split_at(cols);
+        let (r2, r3) = rest.split_at(cols);
+        for ((((a, &x0), &x1), &x2), &x3) in acc.iter_mut().zip(r0).zip(r1).zip(r2).zip(r3) {
+            *a = (((*a + f64::from(x0)) + f64::from(x1)) + f64::from(x2)) + f64::from(x3);
+        }
+    }
+    for row in groups.remainder().chunks_exact(cols) {
+        for (a, &x) in acc.iter_mut().zip(row) {
+            *a += f64::from(x);
+        }
+    }
+}
+
+/// Whether every value of `xs` is finite, at memory speed: `x * 0.0` is `±0.0` for a finite
+/// `x` and NaN for an infinity or NaN, and a sum of zeros never becomes NaN, so the lane sums
+/// below are NaN exactly when some value is not finite (lanes so that the compiler vectorises).
+fn all_finite(xs: &[f32]) -> bool {
+    const LANES: usize = 16;
+    let mut lanes = [0f32; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += x * 0.0;
+        }
+    }
+    lanes.iter().all(|l| !l.is_nan()) && chunks.remainder().iter().all(|x| x.is_finite())
+}
+
+/// Index of the first value of `xs` that is NaN or infinite.
+pub(crate) fn first_non_finite(xs: &[f32]) -> Option<usize> {
+    if all_finite(xs) {
+        None
+    } else {
+        xs.iter().position(|v| !v.is_finite())
+    }
+}
+
 fn check_finite_scores(scores: &[f32]) -> Result<(), SelectError> {
-    match scores.iter().position(|v| !v.is_finite()) {
+    match first_non_finite(scores) {
         Some(index) => Err(SelectError::NonFinite {
             what: "score",
             index,
@@ -200,7 +238,7 @@ fn check_finite_scores(scores: &[f32]) -> Result<(), SelectError> {
 }
 
 fn check_finite_attention(attention: &Matrix) -> Result<(), SelectError> {
-    match attention.data().iter().position(|v| !v.is_finite()) {
+    match first_non_finite(attention.data()) {
         Some(index) => Err(SelectError::NonFinite {
             what: "attention weight",
             index,
@@ -210,20 +248,67 @@ fn check_finite_attention(attention: &Matrix) -> Result<(), SelectError> {
     }
 }
 
-/// Indices of the `k` highest `scores` among `candidates`, ties to the lower index (unsorted).
-fn top_k(scores: &[f32], candidates: std::ops::Range<usize>, k: usize) -> Vec<usize> {
-    let mut idx: Vec<usize> = candidates.collect();
+/// Tokens [`rank_key`] can tell apart (its index field has 32 bits).
+pub(crate) const RANK_KEY_MAX_TOKENS: u64 = 1 << 32;
+
+/// A `u32` whose unsigned order is [`f32::total_cmp`]'s order of `x`.
+#[inline]
+fn order_key(x: f32) -> u32 {
+    let b = x.to_bits();
+    // Negative: flip every bit (larger magnitude sorts lower); positive: set the sign bit.
+    b ^ ((((b as i32) >> 31) as u32) | 0x8000_0000)
+}
+
+/// One `u64` per token whose ascending order is descending score ([`f32::total_cmp`]), then
+/// ascending index: the order [`heavy_plus_recent`] ranks by. Needs `index < 2^32`
+/// ([`RANK_KEY_MAX_TOKENS`]).
+#[inline]
+pub(crate) fn rank_key(score: f32, index: usize) -> u64 {
+    (u64::from(!order_key(score)) << 32) | index as u64
+}
+
+/// Pushes the indices of the `k` highest `scores` (ties to the lower index) onto `kept` and the
+/// others onto `dropped`, both ascending.
+fn split_top_k(scores: &[f32], k: usize, kept: &mut Vec<usize>, dropped: &mut Vec<usize>) {
+    let n = scores.len();
+    if k >= n {
+        kept.extend(0..n);
+        return;
+    }
     if k == 0 {
-        return Vec::new();
+        dropped.extend(0..n);
+        return;
     }
-    if k < idx.len() {
-        // Descending score, then ascending index: a total order, so the result is unique.
-        idx.select_nth_unstable_by(k - 1, |&a, &b| {
-            scores[b].total_cmp(&scores[a]).then(a.cmp(&b))
-        });
-        idx.truncate(k);
+    if n as u64 >= RANK_KEY_MAX_TOKENS {
+        // Beyond what a rank key holds (not on any real input): the comparison itself.
+        let rank = |a: &usize, b: &usize| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b));
+        let mut idx: Vec<usize> = (0..n).collect();
+        idx.select_nth_unstable_by(k - 1, rank);
+        let cut = idx[k - 1];
+        for i in 0..n {
+            if rank(&i, &cut).is_le() {
+                kept.push(i);
+            } else {
+                dropped.push(i);
+            }
+        }
+        return;
     }
-    idx
+    // The k-th smallest rank key: token i is among the top k iff its key is <= it (the keys
+    // are distinct, so exactly k are).
+    let mut keys: Vec<u64> = scores
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| rank_key(s, i))
+        .collect();
+    let (_, &mut cut, _) = keys.select_nth_unstable(k - 1);
+    for (i, &s) in scores.iter().enumerate() {
+        if rank_key(s, i) <= cut {
+            kept.push(i);
+        } else {
+            dropped.push(i);
+        }
+    }
 }
 
 /// The heavy-hitters-plus-recent rule on a score vector (math-spec §3):
@@ -243,17 +328,23 @@ fn heavy_plus_recent(
     }
     check_finite_scores(scores)?;
     let recent_start = total.saturating_sub(recent);
-    let mut roles: Vec<Option<Role>> = vec![None; total];
     // When r > B only the last B of the recent window survive.
     let kept_recent_start = recent_start.max(total - budget);
-    for r in roles.iter_mut().skip(kept_recent_start) {
-        *r = Some(Role::Recent);
-    }
     let n_heavy = budget.saturating_sub(total - recent_start);
-    for i in top_k(scores, 0..recent_start, n_heavy) {
-        roles[i] = Some(Role::Heavy);
-    }
-    Ok(Selection::from_roles(total, &roles))
+    let mut kept = Vec::with_capacity(budget);
+    let mut dropped = Vec::with_capacity(total - budget);
+    // n_heavy > 0 only when the whole recent window is kept (kept_recent_start == recent_start).
+    split_top_k(&scores[..recent_start], n_heavy, &mut kept, &mut dropped);
+    let n_heavy = kept.len();
+    dropped.extend(recent_start..kept_recent_start);
+    kept.extend(kept_recent_start..total);
+    let mut roles = vec![Role::Heavy; n_heavy];
+    roles.resize(kept.len(), Role::Recent);
+    Ok(Selection {
+        kept,
+        dropped,
+        roles,
+    })
 }
 
 /// H2O: cumulative scores over all of `attention` (`S x T`), then
@@ -270,8 +361,14 @@ fn heavy_plus_recent(
 /// assert_eq!(h2o(&a, 2, 1).unwrap().kept, vec![0, 3]);
 /// ```
 pub fn h2o(attention: &Matrix, budget: usize, recent: usize) -> Result<Selection, SelectError> {
-    check_finite_attention(attention)?;
-    heavy_plus_recent(&cumulative_scores(attention), budget, recent)
+    let scores = cumulative_scores(attention);
+    // A column's f64 sum is non-finite iff one of its weights is (|sum| <= S * f32::MAX cannot
+    // overflow f64), and then so is its f32 score: only then look for the first bad weight. A
+    // finite sum can still round to an infinite f32 score; heavy_plus_recent reports that one.
+    if !all_finite(&scores) {
+        check_finite_attention(attention)?;
+    }
+    heavy_plus_recent(&scores, budget, recent)
 }
 
 /// SnapKV selection on given scores: the same rule as H2O (note §3.2).
@@ -294,11 +391,43 @@ pub fn observation_scores(
     if window == 0 || window > steps {
         return Err(SelectError::Window { window, steps });
     }
-    check_finite_attention(attention)?;
-    let mut scores = column_sums(attention, steps - window);
-    let prefix = attention.cols().saturating_sub(window);
-    pool_in_place(&mut scores[..prefix], pooling, attention.cols())?;
+    let cols = attention.cols();
+    let first = steps - window;
+    let mut scores = column_sums(attention, first..steps);
+    // The window's weights are checked through their sums (see `h2o`), the rows before it
+    // directly; the error names the first bad weight of the whole matrix either way.
+    if !all_finite(&attention.data()[..first * cols]) || !all_finite(&scores) {
+        check_finite_attention(attention)?;
+    }
+    pool_prefix(&mut scores, window, pooling)?;
     Ok(scores)
+}
+
+/// [`observation_scores`] of the first `rows` rows of `attention` (`rows` in `1..=S`), without
+/// copying them and without checking the weights are finite (the caller has): the window is the
+/// last `window` of those rows, `window` in `1..=rows`.
+pub(crate) fn observation_scores_of_rows(
+    attention: &Matrix,
+    rows: usize,
+    window: usize,
+    pooling: Pooling,
+) -> Result<Vec<f32>, SelectError> {
+    if window == 0 || window > rows {
+        return Err(SelectError::Window {
+            window,
+            steps: rows,
+        });
+    }
+    let mut scores = column_sums(attention, rows - window..rows);
+    pool_prefix(&mut scores, window, pooling)?;
+    Ok(scores)
+}
+
+/// Pools the prefix `[0, T - window)` of observation-window scores (see [`observation_scores`]).
+fn pool_prefix(scores: &mut [f32], window: usize, pooling: Pooling) -> Result<(), SelectError> {
+    let total = scores.len();
+    let prefix = total.saturating_sub(window);
+    pool_in_place(&mut scores[..prefix], pooling, total)
 }
 
 /// 1-D pooling with stride 1, padding `k/2` and the same length.
@@ -314,8 +443,8 @@ fn pool_in_place(xs: &mut [f32], pooling: Pooling, total: usize) -> Result<(), S
     }
     let half = kernel / 2;
     let n = xs.len();
-    let src = xs.to_vec();
     if is_max {
+        let src = xs.to_vec();
         for (i, out) in xs.iter_mut().enumerate() {
             let lo = i.saturating_sub(half);
             let hi = (i + half + 1).min(n);
@@ -326,14 +455,38 @@ fn pool_in_place(xs: &mut [f32], pooling: Pooling, total: usize) -> Result<(), S
         }
     } else {
         // Running sum in f64; divide by the full kernel (padding counts as zeros).
-        let mut prefix = vec![0f64; n + 1];
-        for i in 0..n {
-            prefix[i + 1] = prefix[i] + f64::from(src[i]);
+        let mut prefix = Vec::with_capacity(n + 1);
+        let mut run = 0f64;
+        prefix.push(run);
+        for &x in xs.iter() {
+            run += f64::from(x);
+            prefix.push(run);
         }
-        for (i, out) in xs.iter_mut().enumerate() {
+        let k = kernel as f64;
+        let window = |i: usize| {
             let lo = i.saturating_sub(half);
             let hi = (i + half + 1).min(n);
-            *out = ((prefix[hi] - prefix[lo]) / kernel as f64) as f32;
+            ((prefix[hi] - prefix[lo]) / k) as f32
+        };
+        // Tokens [head, tail) have the whole window inside: prefix[i + half + 1] - prefix[i - half]
+        // (the same formula, in a loop the compiler vectorises); the edges clamp.
+        let head = half.min(n);
+        let tail = n.saturating_sub(half).max(head);
+        for (i, out) in xs.iter_mut().enumerate().take(head) {
+            *out = window(i);
+        }
+        for (i, out) in xs.iter_mut().enumerate().skip(tail) {
+            *out = window(i);
+        }
+        if head < tail {
+            // head == half here (n > 2 * half).
+            let interior = xs[head..tail]
+                .iter_mut()
+                .zip(&prefix[kernel..])
+                .zip(&prefix[..]);
+            for ((out, &hi), &lo) in interior {
+                *out = ((hi - lo) / k) as f32;
+            }
         }
     }
     Ok(())
@@ -357,14 +510,14 @@ pub fn streaming_llm(total: usize, budget: usize, sinks: usize) -> Result<Select
     if sinks > budget {
         return Err(SelectError::Sinks { sinks, budget });
     }
-    let mut roles: Vec<Option<Role>> = vec![None; total];
-    for r in roles.iter_mut().skip(total - (budget - sinks)) {
-        *r = Some(Role::Recent);
-    }
-    for r in roles.iter_mut().take(sinks) {
-        *r = Some(Role::Sink);
-    }
-    Ok(Selection::from_roles(total, &roles))
+    let recent_start = total - (budget - sinks);
+    let mut roles = vec![Role::Sink; sinks];
+    roles.resize(budget, Role::Recent);
+    Ok(Selection {
+        kept: (0..sinks).chain(recent_start..total).collect(),
+        dropped: (sinks..recent_start).collect(),
+        roles,
+    })
 }
 
 /// `R_token = total / kept` (note §3.3); an error unless `0 < kept <= total`.
@@ -519,6 +672,51 @@ mod tests {
         assert_eq!(streaming_llm(3, 3, 2).unwrap().kept, vec![0, 1, 2]);
         assert_eq!(compression_ratio(4, 4).unwrap(), 1.0);
         assert_eq!(s.r_token(), 2.0);
+    }
+
+    #[test]
+    fn rank_keys_follow_the_total_order() {
+        let xs = [
+            f32::NEG_INFINITY,
+            -f32::MAX,
+            -1.0,
+            -f32::MIN_POSITIVE,
+            -1.0e-45,
+            -0.0,
+            0.0,
+            1.0e-45,
+            f32::MIN_POSITIVE,
+            0.5,
+            1.0,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ];
+        for (i, &a) in xs.iter().enumerate() {
+            for (j, &b) in xs.iter().enumerate() {
+                let want = b.total_cmp(&a).then(i.cmp(&j));
+                assert_eq!(rank_key(a, i).cmp(&rank_key(b, j)), want, "{a} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn finite_checks_find_the_first_bad_value() {
+        for n in [0usize, 1, 15, 16, 17, 40] {
+            let clean: Vec<f32> = (0..n).map(|i| i as f32 - 3.5).collect();
+            assert!(all_finite(&clean));
+            assert_eq!(first_non_finite(&clean), None);
+            for p in 0..n {
+                for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                    let mut xs = clean.clone();
+                    xs[p] = bad;
+                    xs[n - 1] = -bad;
+                    assert!(!all_finite(&xs));
+                    assert_eq!(first_non_finite(&xs), Some(p));
+                }
+            }
+        }
     }
 
     #[test]
