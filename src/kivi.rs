@@ -452,6 +452,14 @@ pub struct KiviResult {
 }
 
 fn check_finite(m: &Matrix, which: &'static str) -> Result<(), KiviError> {
+    // A straight pass first (it vectorises; finding the first bad value does not).
+    let finite = m
+        .data()
+        .chunks(4096)
+        .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()));
+    if finite {
+        return Ok(());
+    }
     match m.first_non_finite() {
         Some((row, col)) => Err(KiviError::NonFinite {
             which,

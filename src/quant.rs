@@ -329,20 +329,21 @@ const LANES: usize = 8;
 fn min_max(v: &[f32]) -> (f32, f32, bool) {
     let mut lo = [f32::INFINITY; LANES];
     let mut hi = [f32::NEG_INFINITY; LANES];
-    let mut ok = [true; LANES];
+    // `x * 0` is ±0 for a finite x and NaN for NaN or an infinity; NaN stays NaN in a sum.
+    let mut nan = [0f32; LANES];
     let mut chunks = v.chunks_exact(LANES);
     for c in &mut chunks {
         for l in 0..LANES {
             let x = c[l];
             lo[l] = if x < lo[l] { x } else { lo[l] };
             hi[l] = if x > hi[l] { x } else { hi[l] };
-            ok[l] &= x.is_finite();
+            nan[l] += x * 0.0;
         }
     }
     for (l, &x) in chunks.remainder().iter().enumerate() {
         lo[l] = if x < lo[l] { x } else { lo[l] };
         hi[l] = if x > hi[l] { x } else { hi[l] };
-        ok[l] &= x.is_finite();
+        nan[l] += x * 0.0;
     }
     let lo = lo
         .iter()
@@ -350,7 +351,7 @@ fn min_max(v: &[f32]) -> (f32, f32, bool) {
     let hi = hi
         .iter()
         .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
-    (lo, hi, ok.iter().all(|&o| o))
+    (lo, hi, nan.iter().all(|&n| n == 0.0))
 }
 
 /// Largest of `v` (all `>= 0`, no NaN), 0 when empty, with `LANES` running maxima.
@@ -1243,11 +1244,25 @@ fn error_pass<const FULL: bool>(
                 Shape::Runs { .. } => {}
             }
         }
-        d.row(r, qrow, &mut hat);
-        // The errors and the sums (layout independent; each loop vectorises).
-        for ((e, &v), &h) in err.iter_mut().zip(row).zip(&hat) {
-            *e = (f64::from(v) - f64::from(h)).abs();
+        // Column layouts (the common case): x_hat, |x - x_hat| and the running maxima in one
+        // loop over the row (x_hat as in `Dequant::row`); otherwise x_hat first.
+        let fused = !FULL && columns && d.small_zero_points;
+        if fused {
+            let params = d.scale.iter().zip(&d.zero_point_f64);
+            let out = err.iter_mut().zip(max64_c.iter_mut());
+            for (((e, m), (&s, &zp)), (&v, &q)) in out.zip(params).zip(row.iter().zip(qrow)) {
+                let h = (s * (f64::from(q) - zp)) as f32;
+                let x = (f64::from(v) - f64::from(h)).abs();
+                *e = x;
+                *m = if x > *m { x } else { *m };
+            }
+        } else {
+            d.row(r, qrow, &mut hat);
+            for ((e, &v), &h) in err.iter_mut().zip(row).zip(&hat) {
+                *e = (f64::from(v) - f64::from(h)).abs();
+            }
         }
+        // The sums (layout independent; each loop vectorises).
         sum_abs.add_sq(&mut sum_sq, &err);
         sig_sq.add_sq_f32(row);
         if FULL {
@@ -1261,6 +1276,7 @@ fn error_pass<const FULL: bool>(
         }
         // The maxima.
         match shape {
+            Shape::Columns { .. } if fused => {}
             Shape::Columns { .. } => {
                 for (m, &e) in max64_c.iter_mut().zip(&err) {
                     *m = if e > *m { e } else { *m };
