@@ -282,6 +282,22 @@ enum Shape {
     Runs { run: usize },
 }
 
+/// `round_half_even(z) as i64` without a call to the library's `rint` (baseline x86-64 has no
+/// rounding instruction, and grouped layouts round one zero point per group): for
+/// `|z| < 2^51` the sum `z + 1.5 * 2^52` lies where the `f64` spacing is 1, so the addition
+/// rounds `z` (to nearest, ties to even: `1.5 * 2^52` is even) and subtracting it back is
+/// exact.
+#[inline]
+fn round_to_i64(z: f64) -> i64 {
+    const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    const LIMIT: f64 = 2_251_799_813_685_248.0; // 2^51
+    if z.abs() < LIMIT {
+        ((z + SHIFT) - SHIFT) as i64
+    } else {
+        round_half_even(z) as i64
+    }
+}
+
 impl GroupLayout {
     /// See [`Shape`].
     #[inline]
@@ -518,7 +534,7 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
         }
         scales[g] = s;
         if let Some(zp) = zero_points.get_mut(g) {
-            *zp = round_half_even(-f64::from(mn) / f64::from(s)) as i64;
+            *zp = round_to_i64(-f64::from(mn) / f64::from(s));
         }
     }
     let codes = encode(
@@ -1457,6 +1473,37 @@ mod tests {
             2_147_483_647.0,
         ] {
             assert_eq!(round_to_i32(x), round_half_even(x) as i32, "round({x})");
+        }
+    }
+
+    #[test]
+    fn round_to_i64_is_round_half_even() {
+        let big = 2_251_799_813_685_248.0f64; // 2^51
+        for x in [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            1e9 + 0.5,
+            -1e12 - 0.5,
+            big - 0.5,
+            big,
+            -big,
+            big * 4.0 + 2.0,
+            1e300,
+            -1e300,
+        ] {
+            for x in [x, x.next_up(), x.next_down()] {
+                assert_eq!(round_to_i64(x), round_half_even(x) as i64, "round({x})");
+            }
+        }
+        let mut z = -1e6 - 0.25;
+        while z < 1e6 {
+            assert_eq!(round_to_i64(z), round_half_even(z) as i64, "round({z})");
+            z += 1234.125;
         }
     }
 
