@@ -1179,7 +1179,7 @@ fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> [f64; LANES] {
 /// Per row: `x_hat` (as [`Quantized::dequantize`]), then one layout-independent loop for the
 /// errors and the sums, then the maxima (per column over a block of rows for column layouts,
 /// per run for per-token). A row's squared error is summed in column order (the order that
-/// defines it); eight rows at a time side by side, from a transposed buffer of their squares.
+/// defines it); eight rows at a time side by side, from a buffer of their squares.
 fn error_pass<const FULL: bool>(
     x: &Matrix,
     q: &Quantized,
@@ -1218,7 +1218,7 @@ fn error_pass<const FULL: bool>(
     };
     let (mut sum_abs, mut sum_sq, mut sig_sq) = (Lanes::ZERO, Lanes::ZERO, Lanes::ZERO);
     // FULL: the bound of the current block (column layouts), the bounds of the current eight
-    // rows, and their squared errors transposed (`sq8[c * 8 + slot]`).
+    // rows, and their squared errors (`sq8[slot * cols + c]`).
     let mut block_bound = 0f64;
     let mut bound8 = [0f64; LANES];
     let mut sq8 = vec![0f64; if FULL { cols * LANES } else { 0 }];
@@ -1286,7 +1286,7 @@ fn error_pass<const FULL: bool>(
                 *o = (v - h).abs();
             }
             abs_err.extend_from_slice(&err32);
-            for (s, &e) in sq8[slot..].iter_mut().step_by(LANES).zip(&err) {
+            for (s, &e) in sq8[slot * cols..(slot + 1) * cols].iter_mut().zip(&err) {
                 *s = e * e;
             }
         }
@@ -1320,10 +1320,22 @@ fn error_pass<const FULL: bool>(
         // FULL: the squared errors of the last eight rows, each in column order.
         if FULL && (slot == LANES - 1 || r + 1 == n_rows) {
             let mut acc = [0f64; LANES];
-            for sq in sq8.chunks_exact(LANES) {
-                for l in 0..LANES {
-                    acc[l] += sq[l];
-                }
+            // Eight independent running sums, one per row, each over its columns in order.
+            let (r0, r1) = sq8.split_at(4 * cols);
+            let (b0, b1) = (r0.split_at(2 * cols), r1.split_at(2 * cols));
+            let (s0, s1) = b0.0.split_at(cols);
+            let (s2, s3) = b0.1.split_at(cols);
+            let (s4, s5) = b1.0.split_at(cols);
+            let (s6, s7) = b1.1.split_at(cols);
+            for c in 0..cols {
+                acc[0] += s0[c];
+                acc[1] += s1[c];
+                acc[2] += s2[c];
+                acc[3] += s3[c];
+                acc[4] += s4[c];
+                acc[5] += s5[c];
+                acc[6] += s6[c];
+                acc[7] += s7[c];
             }
             for (&sq_err, &bound) in acc.iter().zip(&bound8).take(slot + 1) {
                 rows.push(RowError { sq_err, bound });
