@@ -279,31 +279,21 @@ fn split_top_k(scores: &[f32], k: usize, kept: &mut Vec<usize>, dropped: &mut Ve
         dropped.extend(0..n);
         return;
     }
-    if n as u64 >= RANK_KEY_MAX_TOKENS {
-        // Beyond what a rank key holds (not on any real input): the comparison itself.
-        let rank = |a: &usize, b: &usize| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b));
-        let mut idx: Vec<usize> = (0..n).collect();
-        idx.select_nth_unstable_by(k - 1, rank);
-        let cut = idx[k - 1];
-        for i in 0..n {
-            if rank(&i, &cut).is_le() {
-                kept.push(i);
-            } else {
-                dropped.push(i);
-            }
-        }
-        return;
-    }
-    // The k-th smallest rank key: token i is among the top k iff its key is <= it (the keys
-    // are distinct, so exactly k are).
-    let mut keys: Vec<u64> = scores
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| rank_key(s, i))
-        .collect();
-    let (_, &mut cut, _) = keys.select_nth_unstable(k - 1);
+    // Order keys of the scores; selecting the (n-k)-th smallest moves the k largest, as a
+    // multiset, to keys[n-k..], with the smallest of them (the cut) at n-k.
+    let mut keys: Vec<u32> = scores.iter().map(|&s| order_key(s)).collect();
+    let (_, &mut cut, above) = keys.select_nth_unstable(n - k);
+    // Every token above the cut is kept; of the tokens at the cut, the first `ties` by index.
+    let mut ties = 1 + above.iter().filter(|&&x| x == cut).count();
     for (i, &s) in scores.iter().enumerate() {
-        if rank_key(s, i) <= cut {
+        let key = order_key(s);
+        let keep = if key == cut && ties > 0 {
+            ties -= 1;
+            true
+        } else {
+            key > cut
+        };
+        if keep {
             kept.push(i);
         } else {
             dropped.push(i);
