@@ -39,8 +39,8 @@
 
 use crate::budget::{Compression, QuantAccounting};
 use crate::quant::{
-    error_stats, metadata_bytes, packed_code_bytes, quantize, try_error_stats, ErrorStats,
-    Granularity, MetaDtype, QuantConfig, QuantError, Scheme,
+    error_stats, metadata_bytes, packed_code_bytes, quantize, ErrorStats, Granularity, MetaDtype,
+    QuantConfig, QuantError, Scheme,
 };
 use crate::{Matrix, ShapeError};
 use serde::{Deserialize, Serialize};
@@ -471,7 +471,8 @@ fn check_finite(m: &Matrix, which: &'static str) -> Result<(), KiviError> {
     }
 }
 
-/// Quantizes the first `n` rows of `x` with `q`, keeps the rest exact: `(x_hat, stats)`.
+/// Quantizes the first `n` rows of `x` with `q`, keeps the rest exact: `(x_hat, stats)`. The
+/// head is quantized in place (no copy) and `x_hat` is built once at its full size.
 fn quantize_head(
     x: &Matrix,
     n: usize,
@@ -481,15 +482,13 @@ fn quantize_head(
     if n == 0 {
         return Ok((x.clone(), None));
     }
-    let cols = x.cols();
-    let split = n.saturating_mul(cols).min(x.data().len());
-    let (head, tail) = x.data().split_at(split);
-    let head = Matrix::new(n, cols, head.to_vec())?;
-    let quantized = quantize(&head, q)?;
-    let stats = try_error_stats(&head, &quantized, RESIDUAL_BYTES, meta).ok();
-    let mut data = quantized.dequantize().into_data();
+    let quantized = crate::quant::quantize_head(x, n, q)?;
+    let stats = crate::quant::try_error_stats_head(x, n, &quantized, RESIDUAL_BYTES, meta).ok();
+    let mut data = Vec::with_capacity(x.data().len());
+    quantized.for_each_dequantized_row(|_, row| data.extend_from_slice(row));
+    let tail = x.data().get(data.len()..).unwrap_or(&[]);
     data.extend_from_slice(tail);
-    Ok((Matrix::new(x.rows(), cols, data)?, stats))
+    Ok((Matrix::new(x.rows(), x.cols(), data)?, stats))
 }
 
 /// KIVI: keys per channel and values per token, asymmetric, each with its own bits and group,
@@ -589,17 +588,19 @@ fn granularity_error(
     };
     let q = quantize(keys, &cfg)?;
     let st = error_stats(keys, &q);
-    let hat = q.dequantize();
     let d = keys.cols();
     let mut sq = vec![0f64; d];
     let mut sig = vec![0f64; d];
-    for (row, hrow) in keys.iter_rows().zip(hat.iter_rows()) {
+    // Per channel, over the tokens in order; x_hat row by row (no T x d copy).
+    let mut rows = keys.iter_rows();
+    q.for_each_dequantized_row(|_, hrow| {
+        let row = rows.next().unwrap_or(&[]);
         for (((s, g), &x), &h) in sq.iter_mut().zip(sig.iter_mut()).zip(row).zip(hrow) {
             let e = f64::from(x) - f64::from(h);
             *s += e * e;
             *g += f64::from(x) * f64::from(x);
         }
-    }
+    });
     let t = keys.rows().max(1) as f64;
     let channel_relative_rmse: Vec<f64> = sq
         .iter()

@@ -402,10 +402,55 @@ fn max_f32(v: &[f32]) -> f32 {
     m.iter().fold(0f32, |a, &b| if b > a { b } else { a })
 }
 
+/// The rows a kernel reads: all of a [`Matrix`] or its first rows, without a copy.
+#[derive(Debug, Clone, Copy)]
+struct View<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> View<'a> {
+    /// The first `n` rows of `x` (at most all of them).
+    fn head(x: &'a Matrix, n: usize) -> Self {
+        let rows = n.min(x.rows());
+        Self {
+            data: &x.data()[..rows * x.cols()],
+            rows,
+            cols: x.cols(),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn data(&self) -> &'a [f32] {
+        self.data
+    }
+
+    fn iter_rows(&self) -> std::slice::ChunksExact<'a, f32> {
+        self.data.chunks_exact(self.cols.max(1))
+    }
+
+    /// As [`Matrix::first_non_finite`], with the value.
+    fn first_non_finite(&self) -> Option<(usize, usize, f32)> {
+        let cols = self.cols.max(1);
+        self.data
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|i| (i / cols, i % cols, self.data[i]))
+    }
+}
+
 /// Per-group minimum and maximum of `x` (`(lo, hi)`), and whether every value is finite.
 /// Column layouts keep running per-column extremes over each block of rows; per-token runs
 /// are reduced one by one. Min and max are exact, so the order does not matter.
-fn group_extremes(x: &Matrix, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, bool) {
+fn group_extremes(x: View<'_>, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, bool) {
     let n_groups = layout.groups();
     let cols = x.cols();
     let mut lo = vec![f32::INFINITY; n_groups];
@@ -463,6 +508,20 @@ fn group_extremes(x: &Matrix, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, bool
 /// assert_eq!(q.dequantize().data(), &[2.0, -3.0, 0.0]);
 /// ```
 pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantError> {
+    quantize_view(View::head(x, x.rows()), config)
+}
+
+/// [`quantize`] of the first `n` rows of `x` (`1..=rows`; more is taken as all), without copying
+/// them out.
+pub(crate) fn quantize_head(
+    x: &Matrix,
+    n: usize,
+    config: &QuantConfig,
+) -> Result<Quantized, QuantError> {
+    quantize_view(View::head(x, n.max(1)), config)
+}
+
+fn quantize_view(x: View<'_>, config: &QuantConfig) -> Result<Quantized, QuantError> {
     let range = QuantConfig::bits_range(config.scheme);
     if !range.contains(&config.bits) {
         return Err(QuantError::Bits {
@@ -472,13 +531,9 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
             max: *range.end(),
         });
     }
-    let non_finite = |x: &Matrix| {
+    let non_finite = |x: View<'_>| {
         x.first_non_finite()
-            .map(|(row, col)| QuantError::NonFinite {
-                row,
-                col,
-                value: x.get(row, col).unwrap_or(f32::NAN),
-            })
+            .map(|(row, col, value)| QuantError::NonFinite { row, col, value })
     };
     // A non-finite value is reported before a bad group size.
     let layout = match GroupLayout::new(x.rows(), x.cols(), config) {
@@ -564,7 +619,7 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
 /// over contiguous arrays (it vectorises). Each row is encoded into a buffer and appended, so
 /// the codes are written once (no zero fill first).
 fn encode(
-    x: &Matrix,
+    x: View<'_>,
     layout: &GroupLayout,
     scheme: Scheme,
     qmax: i64,
@@ -725,6 +780,19 @@ impl Quantized {
             .enumerate()
         {
             d.row(r, qrow, orow);
+        }
+    }
+
+    /// Calls `f(row, x_hat_row)` for every row in order, `x_hat` as [`Quantized::dequantize`],
+    /// without building the whole tensor.
+    pub(crate) fn for_each_dequantized_row(&self, mut f: impl FnMut(usize, &[f32])) {
+        let cols = self.layout.cols.max(1);
+        let mut buf = vec![0f32; cols];
+        let mut d = Dequant::new(self);
+        for (r, qrow) in self.codes.chunks(cols).enumerate() {
+            let buf = &mut buf[..qrow.len()];
+            d.row(r, qrow, buf);
+            f(r, buf);
         }
     }
 
@@ -996,7 +1064,7 @@ pub struct ShapeMismatch {
     pub q_cols: usize,
 }
 
-fn check_shape(x: &Matrix, q: &Quantized) -> Result<(), ShapeMismatch> {
+fn check_shape(x: View<'_>, q: &Quantized) -> Result<(), ShapeMismatch> {
     if x.rows() != q.rows() || x.cols() != q.cols() {
         return Err(ShapeMismatch {
             rows: x.rows(),
@@ -1012,6 +1080,26 @@ fn check_shape(x: &Matrix, q: &Quantized) -> Result<(), ShapeMismatch> {
 /// and the metadata dtype given.
 pub fn try_error_stats(
     x: &Matrix,
+    q: &Quantized,
+    source_bytes: u64,
+    meta: MetaDtype,
+) -> Result<ErrorStats, ShapeMismatch> {
+    try_error_stats_view(View::head(x, x.rows()), q, source_bytes, meta)
+}
+
+/// [`try_error_stats`] of the first `n` rows of `x` (`1..=rows`), without copying them out.
+pub(crate) fn try_error_stats_head(
+    x: &Matrix,
+    n: usize,
+    q: &Quantized,
+    source_bytes: u64,
+    meta: MetaDtype,
+) -> Result<ErrorStats, ShapeMismatch> {
+    try_error_stats_view(View::head(x, n.max(1)), q, source_bytes, meta)
+}
+
+fn try_error_stats_view(
+    x: View<'_>,
     q: &Quantized,
     source_bytes: u64,
     meta: MetaDtype,
@@ -1110,7 +1198,7 @@ struct ErrorPass {
 }
 
 impl ErrorPass {
-    fn stats(&self, x: &Matrix, q: &Quantized, source_bytes: u64, meta: MetaDtype) -> ErrorStats {
+    fn stats(&self, x: View<'_>, q: &Quantized, source_bytes: u64, meta: MetaDtype) -> ErrorStats {
         let n = x.data().len();
         let nf = n as f64;
         let snr_db = if self.sum_sq == 0.0 {
@@ -1181,7 +1269,7 @@ fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> [f64; LANES] {
 /// per run for per-token). A row's squared error is summed in column order (the order that
 /// defines it); eight rows at a time side by side, from a buffer of their squares.
 fn error_pass<const FULL: bool>(
-    x: &Matrix,
+    x: View<'_>,
     q: &Quantized,
     abs_err: &mut Vec<f32>,
     rows: &mut Vec<RowError>,
@@ -1381,6 +1469,7 @@ pub fn analyze(
     source_bytes: u64,
     meta: MetaDtype,
 ) -> Result<Analysis, ShapeMismatch> {
+    let x = View::head(x, x.rows());
     check_shape(x, q)?;
     let mut abs_err = Vec::new();
     let mut rows = Vec::new();
