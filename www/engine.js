@@ -103,9 +103,11 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * `{settings}` instead of a query starts from a settings object the page already holds.
      * With `draw` (a draw spec; the canvases attached before), the first view goes out as
      * soon as it is computed (a `{id, partial}` message with the reply's fields but the
-     * timings), so the page writes its figures while the charts are drawn here.
+     * timings), so the page writes its figures while the charts are drawn here; the charts
+     * of the first screen (`draw.first`) are drawn first and announced with
+     * `{id, partial: {firstCharts}}`.
      */
-    init({ id, query, settings, lang, draw: spec }) {
+    async init({ id, query, settings, lang, draw: spec }) {
       timeline.init = epochNow();
       const parsed = settings ? { settings: { ...settings }, warnings: [] } : parseQuery(query);
       parsed.settings.lang = lang;
@@ -137,7 +139,16 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       let draws = {};
       let drawError = null;
       try {
-        draws = draw(spec);
+        // The charts on the first screen (`spec.first`), then a pause so they are shown
+        // (a canvas shows what was drawn once the task drawing it ends), then the rest.
+        const shown = new Set(spec.first ?? []);
+        if (shown.size && shown.size < spec.charts.length) {
+          draws = draw({ ...spec, charts: spec.charts.filter((c) => shown.has(c)) });
+          await new Promise((resolve) => { setTimeout(resolve, 0); });
+          post({ id, partial: { firstCharts: Object.keys(draws) } });
+          spec = { ...spec, charts: spec.charts.filter((c) => !shown.has(c)) };
+        }
+        Object.assign(draws, draw(spec));
       } catch (e) {
         drawError = plainError(e);
       }

@@ -64,6 +64,9 @@ test('every chart draws something on first load', async () => {
     assert.ok(Number.isFinite(marks[name]), `mark kvlab:load:${name} (${JSON.stringify(marks)})`);
   }
   assert.ok(marks.figures < marks.drawn, `figures written (${marks.figures}) before the charts were all drawn (${marks.drawn})`);
+  // The first screen's charts (the budget bars here) are shown before the rest are drawn.
+  assert.ok(marks.figures <= marks['first-charts'] && marks['first-charts'] < marks.drawn,
+    `first screen's charts (${marks['first-charts']}) between the figures and the rest: ${JSON.stringify(marks)}`);
   assert.ok(marks['engine-started'] <= marks['engine-wasmReady'] && marks['engine-wasmReady'] <= marks['engine-computed'],
     `the engine's timeline is in order: ${JSON.stringify(marks)}`);
   assert.deepEqual(problems, []);
