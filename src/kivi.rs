@@ -400,6 +400,10 @@ pub fn kivi_bytes(
 }
 
 /// Error of a reconstructed tensor against the original, over all its elements.
+///
+/// The sums are `f64` in a fixed order (the same bits on every target): element `i` of the
+/// row-major data goes to lane `i % 8`, each lane adds in index order, and the lanes are combined
+/// as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TensorError {
     /// `max |x - x_hat|`.

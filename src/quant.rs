@@ -1011,6 +1011,14 @@ pub fn metadata_bytes(groups: u64, scheme: Scheme, dtype: MetaDtype) -> u64 {
 }
 
 /// Error statistics of one quantized tensor (math-spec §2).
+///
+/// The sums behind `mean_abs`, `rmse` and `snr_db` (`sum |x - x_hat|`, `sum (x - x_hat)^2`,
+/// `sum x^2`) are `f64` and added in a fixed order that depends only on the shape, so every
+/// target (native, wasm32, wasm32 + simd128) gives the same bits: element `(r, c)` goes to lane
+/// `c % 8`, each lane adds its elements in row-major order starting from 0, and the lanes are
+/// combined as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`. The sum behind
+/// `expected_mse` is `sum_g n_g (scale_g^2 / 12)` over the groups in group order (`n_g`: the
+/// group's element count). The maxima are exact.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct ErrorStats {
     /// `max |x - x_hat|`.
