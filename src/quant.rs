@@ -863,6 +863,24 @@ struct Dequant<'a> {
     zero_point_f64: Vec<f64>,
     /// Every loaded zero point is within [`EXACT_ZERO_POINT`].
     small_zero_points: bool,
+    /// The scales as stored (`f32`) and the zero points as `i32` (see [`F32_ZERO_POINT`]).
+    scale32: Vec<f32>,
+    zero_point32: Vec<i32>,
+    /// Every loaded zero point is within [`F32_ZERO_POINT`].
+    f32_zero_points: bool,
+}
+
+/// Zero points up to this size in magnitude keep `|q - zp| < 2^24` for every code
+/// (`|q| <= 2^16 - 1`), so `q - zp` is exact in `f32`, and then `x_hat` can be computed in
+/// `f32`: the `f64` product of a 24-bit scale and a 24-bit integer is exact, so
+/// `(scale * (q - zp)) as f32` rounds the exact product once, as the `f32` multiply does (the
+/// same bits, including subnormal results and overflow). Twice the lanes per instruction.
+const F32_ZERO_POINT: i64 = (1 << 24) - (1 << 16);
+
+/// [`dequantize_one`] in `f32` for `|zp| <= F32_ZERO_POINT` (see there).
+#[inline]
+fn dequantize_f32(q: i32, scale: f32, zero_point: i32) -> f32 {
+    (q - zero_point) as f32 * scale
 }
 
 impl<'a> Dequant<'a> {
@@ -880,6 +898,9 @@ impl<'a> Dequant<'a> {
             zero_point: vec![0; n],
             zero_point_f64: vec![0.0; n],
             small_zero_points: true,
+            scale32: vec![0.0; n],
+            zero_point32: vec![0; n],
+            f32_zero_points: true,
         }
     }
 
@@ -913,6 +934,20 @@ impl<'a> Dequant<'a> {
         for (f, &z) in self.zero_point_f64.iter_mut().zip(&self.zero_point) {
             *f = z as f64;
         }
+        self.f32_zero_points = self
+            .zero_point
+            .iter()
+            .all(|z| (-F32_ZERO_POINT..=F32_ZERO_POINT).contains(z));
+        for ((s32, z32), (&s, &z)) in self
+            .scale32
+            .iter_mut()
+            .zip(self.zero_point32.iter_mut())
+            .zip(self.scale.iter().zip(&self.zero_point))
+        {
+            // exact: the scale came from an f32; the zero point is only used when small
+            *s32 = s as f32;
+            *z32 = z.clamp(-F32_ZERO_POINT, F32_ZERO_POINT) as i32;
+        }
         true
     }
 
@@ -922,10 +957,10 @@ impl<'a> Dequant<'a> {
         match self.shape {
             Shape::Columns { .. } => {
                 self.load(row);
-                if self.q.config.scheme == Scheme::Symmetric {
-                    // zp = 0, and q - 0 = q exactly.
-                    for ((o, &q), &s) in out.iter_mut().zip(codes).zip(&self.scale) {
-                        *o = (s * f64::from(q)) as f32;
+                if self.f32_zero_points {
+                    let params = self.scale32.iter().zip(&self.zero_point32);
+                    for ((o, &q), (&s, &zp)) in out.iter_mut().zip(codes).zip(params) {
+                        *o = dequantize_f32(q, s, zp);
                     }
                 } else if self.small_zero_points {
                     // q - zp is exact in f64 here, so this is dequantize_one's number; in f64
@@ -946,11 +981,13 @@ impl<'a> Dequant<'a> {
                 let base = row * q.layout.blocks;
                 for (k, (c, o)) in codes.chunks(run).zip(out.chunks_mut(run)).enumerate() {
                     let g = base + k;
-                    let s = f64::from(q.scales.get(g).copied().unwrap_or(0.0));
+                    let s32 = q.scales.get(g).copied().unwrap_or(0.0);
+                    let s = f64::from(s32);
                     let zp = q.zero_points.get(g).copied().unwrap_or(0);
-                    if zp == 0 {
+                    if (-F32_ZERO_POINT..=F32_ZERO_POINT).contains(&zp) {
+                        let zp = zp as i32;
                         for (o, &q) in o.iter_mut().zip(c) {
-                            *o = (s * f64::from(q)) as f32;
+                            *o = dequantize_f32(q, s32, zp);
                         }
                     } else if (-EXACT_ZERO_POINT..=EXACT_ZERO_POINT).contains(&zp) {
                         let zp = zp as f64;
@@ -1358,12 +1395,12 @@ fn error_pass<const FULL: bool>(
         }
         // Column layouts (the common case): x_hat, |x - x_hat| and the running maxima in one
         // loop over the row (x_hat as in `Dequant::row`); otherwise x_hat first.
-        let fused = !FULL && columns && d.small_zero_points;
+        let fused = !FULL && columns && d.f32_zero_points;
         if fused {
-            let params = d.scale.iter().zip(&d.zero_point_f64);
+            let params = d.scale32.iter().zip(&d.zero_point32);
             let out = err.iter_mut().zip(max64_c.iter_mut());
             for (((e, m), (&s, &zp)), (&v, &q)) in out.zip(params).zip(row.iter().zip(qrow)) {
-                let h = (s * (f64::from(q) - zp)) as f32;
+                let h = dequantize_f32(q, s, zp);
                 let x = (f64::from(v) - f64::from(h)).abs();
                 *e = x;
                 *m = if x > *m { x } else { *m };

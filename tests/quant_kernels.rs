@@ -355,6 +355,38 @@ fn larger_shapes_match_the_reference() {
     }
 }
 
+/// Narrow one-sided ranges far from zero give zero points beyond 2^24 at high bit widths, which
+/// take the `f64` (not the `f32`) dequantization path; both must match the reference.
+#[test]
+fn large_zero_points_match_the_reference() {
+    for (rows, cols) in [(9, 5), (40, 33)] {
+        let data: Vec<f32> = (0..rows * cols)
+            .map(|i| 1000.0 + ((i * 37) % 23) as f32 * 0.000_061)
+            .collect();
+        let x = Matrix::new(rows, cols, data).unwrap();
+        for bits in [8u8, 12, 16] {
+            for (granularity, group) in [
+                (Granularity::PerChannel, None),
+                (Granularity::PerChannel, Some(4)),
+                (Granularity::PerToken, Some(4)),
+                (Granularity::PerTensor, None),
+            ] {
+                let c = QuantConfig {
+                    bits,
+                    scheme: Scheme::Asymmetric,
+                    granularity,
+                    group_size: group,
+                };
+                let q = quantize(&x, &c).unwrap();
+                if bits == 16 && granularity == Granularity::PerTensor {
+                    assert!(q.zero_points()[0].abs() > 1 << 24, "{:?}", q.zero_points());
+                }
+                check(&x, &c).unwrap_or_else(|e| panic!("{rows}x{cols} {c:?}: {e}"));
+            }
+        }
+    }
+}
+
 /// KIVI's tensor errors: the documented order (flat index `i` in lane `i % 8`, lanes combined
 /// as above) bit for bit, and close to plain sums.
 #[test]
