@@ -50,6 +50,7 @@ const app = {
   commit: false,
   frame: 0,
   ready: false, // the first view is on screen
+  presented: false, // the controls are wired and the model presets listed (present())
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice} of the uploaded data in use, replayed after Stop
   inFlight: false, // an update request is with the engine
@@ -967,12 +968,13 @@ async function main() {
       first = await request('init', { query, lang: app.lang, draw: spec }, undefined, showFirst);
     } catch (e) {
       if (!e.stopped) throw e;
-      // Stopped before the first view: the default view instead, and say so.
-      if (shown) throw e; // (cannot happen: init's first view comes with its reply's request)
+      // Stopped before the first view was complete (its figures may be on screen, its charts
+      // not): the default view instead, and say so. The canvases went to the stopped worker.
       if (drawFirst) freshCanvases();
       first = await request('init', { query: '', lang: app.lang });
       first.stopped = true;
       spec = null;
+      shown = false;
     }
     if (spec) {
       performance.mark('kvlab:load:drawn');
@@ -1013,19 +1015,22 @@ async function main() {
 
 /**
  * Puts the first view's settings and controls on the page (`view`: init's reply, its settings
- * and figures possibly replaced by a restored upload's).
+ * and figures possibly replaced by a restored upload's). A second call (the default view after
+ * Stop during the first load) only replaces the settings and messages.
  */
 function present(view) {
-  if (view.warnings.length) {
-    showWarnings('#url-warnings', view.warnings);
-    $('#url-warnings').prepend(t(app.lang, 'warn.url'));
-  }
+  showWarnings('#url-warnings', view.warnings);
+  if (view.warnings.length) $('#url-warnings').prepend(t(app.lang, 'warn.url'));
   if (view.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
-  const modelSel = $('#model');
-  for (const m of view.presets) modelSel.add(new Option(m.name, m.slug));
-  const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
-  custom.dataset.i18n = 'budget.custom';
-  modelSel.add(custom);
+  if (!app.presented) {
+    app.presented = true;
+    const modelSel = $('#model');
+    for (const m of view.presets) modelSel.add(new Option(m.name, m.slug));
+    const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
+    custom.dataset.i18n = 'budget.custom';
+    modelSel.add(custom);
+    wire();
+  }
   if (view.settings.embed) {
     document.body.classList.add('embed', `embed-${view.settings.embed}`);
   }
@@ -1033,7 +1038,6 @@ function present(view) {
   app.settings = { ...view.settings, lang: app.lang };
   app.good = { ...app.settings };
   writeControls(app.good);
-  wire();
 }
 
 main();

@@ -200,6 +200,49 @@ test('Stop during a slow first load shows the default view instead and says so',
   await page.close();
 });
 
+test('Stop after the first figures are written, while the charts are drawn: the default view, wired once', { timeout: 120_000 }, async () => {
+  const page = await browser.context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
+  // Presses Stop the moment the first view's figures are on the page (the worker is then
+  // drawing the charts: ~0.3 s at this size).
+  await page.addInitScript(() => {
+    new PerformanceObserver((list, observer) => {
+      if (list.getEntries().some((m) => m.name === 'kvlab:load:figures')) {
+        observer.disconnect();
+        window.__stoppedAt = document.body.dataset.state;
+        document.querySelector('#stop').click();
+      }
+    }).observe({ type: 'mark' });
+  });
+  await page.goto(urlWith({ tokens: 32768, lang: 'en' }));
+  await page.locator('body[data-state="ready"]').waitFor({ timeout: 60_000 });
+  await settle(page);
+  assert.equal(await page.evaluate(() => window.__stoppedAt), 'loading', 'Stop was pressed before the page was ready');
+  assert.equal(await page.getByLabel('Tokens T', { exact: true }).inputValue(), '512', 'the default view');
+  assert.match(await page.locator('#url-warnings').textContent(), /Stopped/);
+  assert.doesNotMatch(page.url(), /tokens=32768/);
+  for (const chart of ['budget-data', 'hist', 'attn']) assert.ok(await inkShare(page, chart) > 0.01, `${chart} drawn`);
+  // The controls were wired and the presets listed once: a fresh page has the same options,
+  // and one bits change recomputes once.
+  const options = await page.locator('#model option').count();
+  const fresh = await browser.context.newPage();
+  await fresh.goto(urlWith({ lang: 'en' }));
+  await fresh.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+  assert.equal(options, await fresh.locator('#model option').count(), 'model presets listed once');
+  await fresh.close();
+  const before = await figure(page, 'max-abs-error');
+  await page.evaluate(() => performance.clearMeasures('kvlab:compute'));
+  await page.getByLabel('Bits', { exact: true }).fill('3');
+  await settle(page);
+  assert.notEqual(await figure(page, 'max-abs-error'), before, 'a control change still recomputes');
+  assert.equal(await page.evaluate(() => performance.getEntriesByName('kvlab:compute').length), 1,
+    'one request per change (listeners added once)');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('the simd128 and scalar wasm builds compute identical figures and data', async () => {
   const views = [];
   for (const scalar of [false, true]) {
