@@ -283,7 +283,7 @@ async function memory(browser, page, cdp) {
 // Workload runs
 
 /** The page's start-up marks (`kvlab:load:*`, see README "Performance"), in load order. */
-const LOAD_MARKS = ['connect', 'upload-checked', 'engine-started', 'engine-wasmReady', 'engine-computed', 'computed', 'figures', 'first-charts', 'first-painted', 'drawn'];
+const LOAD_MARKS = ['connect', 'upload-checked', 'engine-started', 'engine-wasmReady', 'engine-computed', 'computed', 'figures', 'first-charts', 'first-painted', 'engine-completed', 'drawn'];
 
 /** The load just made in `page` (readyProbe installed): times from its navigation start. */
 async function loadRecord(page) {

@@ -13,7 +13,9 @@ use crate::budget::{
     QuantAccounting,
 };
 use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
-use crate::kivi::{channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, TensorError};
+use crate::kivi::{
+    channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, StreamBytes, TensorError,
+};
 use crate::policy::{
     self, Evaluator, Policy, PolicyError, PolicyScores, QualityReport, SelectionScope, SweepCurve,
 };
@@ -333,6 +335,49 @@ fn kivi_figures(data: &Data, s: &Settings) -> Result<KiviFigures, LabError> {
     })
 }
 
+/// KIVI's figures before they are computed (a staged lab): `config` and zeros.
+fn pending_kivi(config: KiviConfig) -> KiviFigures {
+    let stream = StreamBytes {
+        quantized_tokens: 0,
+        residual_tokens: 0,
+        channels: 0,
+        groups: 0,
+        codes: 0,
+        scales: 0,
+        zero_points: 0,
+        residual: 0,
+        total: 0,
+        effective_bits: 0.0,
+        quantized_bits: 0.0,
+    };
+    let error = TensorError {
+        max_abs: 0.0,
+        mean_abs: 0.0,
+        rmse: 0.0,
+        snr_db: 0.0,
+    };
+    let none = |granularity| GranularitySummary {
+        granularity,
+        rmse: 0.0,
+        max_abs: 0.0,
+        mean_channel_relative_rmse: 0.0,
+    };
+    KiviFigures {
+        config,
+        bytes: KiviBytes {
+            keys: stream,
+            values: stream,
+            total: 0,
+            fp16: 0,
+            effective_bits: 0.0,
+            compression_ratio: 0.0,
+        },
+        key_error: error,
+        value_error: error,
+        keys_channel_vs_token: [none(Granularity::PerChannel), none(Granularity::PerToken)],
+    }
+}
+
 /// Everything the page shows as numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -351,6 +396,9 @@ pub struct Figures {
     pub compare: CompareFigures,
     /// KIVI-style mixed precision.
     pub kivi: KiviFigures,
+    /// True on a staged lab not yet completed ([`Lab::new_staged_with_progress`]): `compare`
+    /// and `kivi` are empty placeholders then.
+    pub pending: bool,
 }
 
 /// The data the sections work on.
@@ -761,6 +809,8 @@ pub struct Lab {
     compare_cache: CompareCache,
     select_cache: SelectCache,
     data_id: u64,
+    /// Staged and not yet completed: the comparison and KIVI are placeholders.
+    pending: bool,
 }
 
 /// A new identity for data put into a lab (see [`Lab::data_id`]).
@@ -1351,13 +1401,48 @@ impl Lab {
         check(&settings)?;
         progress(Stage::Data);
         let data = generate(&settings)?;
-        Lab::with_data(data, settings, progress)
+        Lab::with_data(data, settings, progress, false)
+    }
+
+    /// A lab on data generated from `settings` with every section but the policy comparison
+    /// and KIVI, which are left as empty placeholders ([`Figures::pending`] is true) until
+    /// [`Lab::complete_with_progress`] (or any [`Lab::update`]) computes them. The page draws
+    /// its first screen from such a lab, then completes it. Once completed it equals
+    /// [`Lab::new`] on the same settings.
+    pub fn new_staged_with_progress(
+        settings: Settings,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<Lab, LabError> {
+        check(&settings)?;
+        progress(Stage::Data);
+        let data = generate(&settings)?;
+        Lab::with_data(data, settings, progress, true)
+    }
+
+    /// Whether the comparison and KIVI still wait to be computed (see
+    /// [`Lab::new_staged_with_progress`]).
+    pub fn is_pending(&self) -> bool {
+        self.pending
+    }
+
+    /// Computes what a staged lab left out (the comparison, KIVI), calling `progress` before
+    /// each; a lab that is not pending is returned as it is.
+    pub fn complete_with_progress(
+        &mut self,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<&Figures, LabError> {
+        if self.pending {
+            let s = self.settings.clone();
+            self.update_with_progress(&s, progress)?;
+        }
+        Ok(&self.figures)
     }
 
     fn with_data(
         data: Data,
         settings: Settings,
         progress: &mut dyn FnMut(Stage),
+        staged: bool,
     ) -> Result<Lab, LabError> {
         progress(Stage::Quantization);
         let mut rmse_memo = RmseMemo::default();
@@ -1368,12 +1453,29 @@ impl Lab {
         progress(Stage::Budget);
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
         let together = together(&data, &settings, &quant, &select, &budget)?;
-        progress(Stage::Compare);
         let mut compare_cache = CompareCache::default();
-        let compare = compare_view(&data, &settings, &quant, &mut compare_cache)?;
-        progress(Stage::Kivi);
-        let kivi = kivi_figures(&data, &settings)?;
         let kivi_cfg = kivi_config(&settings, &data);
+        let (compare, kivi) = if staged {
+            (
+                CompareView {
+                    key: compare_key(&data, &settings, &quant),
+                    curves: Vec::new(),
+                    selections: Vec::new(),
+                    figures: CompareFigures {
+                        observed_rows: 0,
+                        eval_rows: 0,
+                        rows: Vec::new(),
+                        output_error: false,
+                    },
+                },
+                pending_kivi(kivi_cfg),
+            )
+        } else {
+            progress(Stage::Compare);
+            let compare = compare_view(&data, &settings, &quant, &mut compare_cache)?;
+            progress(Stage::Kivi);
+            (compare, kivi_figures(&data, &settings)?)
+        };
         let figures = Figures {
             data: data_figures(&data),
             quant: quant.figures.clone(),
@@ -1382,6 +1484,7 @@ impl Lab {
             together,
             compare: compare.figures.clone(),
             kivi: kivi.clone(),
+            pending: staged,
         };
         Ok(Lab {
             data,
@@ -1396,6 +1499,7 @@ impl Lab {
             compare_cache,
             select_cache,
             data_id: next_data_id(),
+            pending: staged,
         })
     }
 
@@ -1463,17 +1567,18 @@ impl Lab {
         } else {
             self.compare_cache.clone()
         };
-        let new_compare = if regenerate || compare_key(data, s, quant) != self.compare.key {
-            progress(Stage::Compare);
-            Some(compare_view(data, s, quant, &mut compare_cache)?)
-        } else {
-            None
-        };
+        let new_compare =
+            if regenerate || self.pending || compare_key(data, s, quant) != self.compare.key {
+                progress(Stage::Compare);
+                Some(compare_view(data, s, quant, &mut compare_cache)?)
+            } else {
+                None
+            };
         let compare = new_compare.as_ref().unwrap_or(&self.compare);
         // The x axis follows the quantization and the index kind even when the curves do not.
         let mut curves = compare.curves.clone();
         annotate(&mut curves, data, s)?;
-        let new_kivi = if regenerate || kivi_config(s, data) != self.kivi.0 {
+        let new_kivi = if regenerate || self.pending || kivi_config(s, data) != self.kivi.0 {
             progress(Stage::Kivi);
             Some((kivi_config(s, data), kivi_figures(data, s)?))
         } else {
@@ -1488,6 +1593,7 @@ impl Lab {
             together,
             compare: compare.figures.clone(),
             kivi: kivi.1.clone(),
+            pending: false,
         };
         if let Some(d) = new_data {
             self.data = d;
@@ -1511,6 +1617,7 @@ impl Lab {
         self.figures = figures;
         self.settings = s.clone();
         self.rmse_memo = rmse_memo;
+        self.pending = false;
         Ok(&self.figures)
     }
 
@@ -1664,7 +1771,7 @@ impl Lab {
         } else {
             0
         };
-        let fresh = Lab::with_data(data, s, progress)?;
+        let fresh = Lab::with_data(data, s, progress, false)?;
         let files = std::mem::take(&mut self.files);
         *self = Lab { files, ..fresh };
         Ok(UseSummary {
@@ -1917,6 +2024,78 @@ mod tests {
             assert_eq!(lab.select().scores, fresh.select().scores);
             assert_eq!(lab.quant().abs_err, fresh.quant().abs_err);
         }
+    }
+
+    /// Everything a lab shows, for comparing two labs.
+    fn assert_same_view(lab: &Lab, fresh: &Lab, what: &str) {
+        assert_eq!(lab.figures(), fresh.figures(), "{what}");
+        assert_eq!(lab.compare().curves, fresh.compare().curves, "{what}");
+        assert_eq!(
+            lab.compare().selections,
+            fresh.compare().selections,
+            "{what}"
+        );
+        assert_eq!(lab.export_json(), fresh.export_json(), "{what}");
+        assert_eq!(lab.export_csv(), fresh.export_csv(), "{what}");
+    }
+
+    #[test]
+    fn a_staged_lab_computes_the_comparison_and_kivi_last_and_then_equals_a_new_lab() {
+        for s in [
+            small(),
+            Settings {
+                future: 0,
+                method: Method::Snapkv,
+                bits: 3,
+                ..small()
+            },
+        ] {
+            let mut seen = Vec::new();
+            let mut lab = Lab::new_staged_with_progress(s.clone(), &mut |st| seen.push(st))
+                .expect("staged lab");
+            assert_eq!(
+                seen,
+                [
+                    Stage::Data,
+                    Stage::Quantization,
+                    Stage::Selection,
+                    Stage::Budget
+                ]
+            );
+            assert!(lab.is_pending() && lab.figures().pending);
+            let fresh = Lab::new(s.clone()).unwrap();
+            // The first screen's sections are already final.
+            let (f, g) = (lab.figures(), fresh.figures());
+            assert_eq!(
+                (&f.data, &f.quant, &f.select, &f.budget, &f.together),
+                (&g.data, &g.quant, &g.select, &g.budget, &g.together)
+            );
+            assert!(f.compare.rows.is_empty() && lab.compare().curves.is_empty());
+            let mut rest = Vec::new();
+            lab.complete_with_progress(&mut |st| rest.push(st))
+                .expect("complete");
+            assert_eq!(rest, [Stage::Compare, Stage::Kivi]);
+            assert!(!lab.is_pending() && !lab.figures().pending);
+            assert_same_view(&lab, &fresh, &s.to_query());
+            // Completing again computes nothing.
+            let mut again = Vec::new();
+            lab.complete_with_progress(&mut |st| again.push(st))
+                .expect("complete");
+            assert!(again.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_staged_lab_updated_before_completing_equals_a_new_lab() {
+        let mut lab = Lab::new_staged_with_progress(small(), &mut |_| {}).unwrap();
+        let s = Settings {
+            bits: 3,
+            budget: 9,
+            ..small()
+        };
+        lab.update(&s).unwrap();
+        assert!(!lab.is_pending());
+        assert_same_view(&lab, &Lab::new(s.clone()).unwrap(), &s.to_query());
     }
 
     #[test]

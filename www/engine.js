@@ -113,16 +113,26 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       parsed.settings.lang = lang;
       const warnings = parsed.warnings.map((w) => w.message);
       const progress = (stage) => post({ id, progress: stage });
-      try {
-        page = new Page(parsed.settings, progress);
-      } catch (e) {
-        // A link can ask for data the generator refuses: defaults, and say why.
+      // With charts on the first screen (`spec.first`) and more below it: those charts first,
+      // drawn from a staged page (the comparison and KIVI not yet computed), a pause so they
+      // are shown (a canvas shows what was drawn once the task drawing it ends), then the
+      // comparison and KIVI, then the other charts.
+      const onFirst = new Set(spec?.first ?? []);
+      const staged = onFirst.size > 0 && onFirst.size < spec.charts.length;
+      const construct = (s) => (staged ? Page.staged(s, progress) : new Page(s, progress));
+      /** The defaults instead of settings the engine refuses, and why. */
+      const fallBack = (e) => {
         warnings.push(e.message ?? String(e));
         parsed.settings = { ...parseQuery('').settings, lang };
         page = new Page(parsed.settings, progress);
+      };
+      try {
+        page = construct(parsed.settings);
+      } catch (e) {
+        fallBack(e); // e.g. a link asks for data the generator refuses
       }
       timeline.computed = epochNow();
-      const first = {
+      const reply = () => ({
         settings: parsed.settings,
         warnings,
         presets: modelPresets(),
@@ -132,28 +142,35 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         build,
         compiledBy,
         timeline,
-      };
+      });
+      const first = reply();
       if (!spec?.charts?.length) return first;
       post({ id, partial: first });
       progress('draw');
       let draws = {};
       let drawError = null;
+      let rest = spec.charts;
       try {
-        // The charts on the first screen (`spec.first`), then a pause so they are shown
-        // (a canvas shows what was drawn once the task drawing it ends), then the rest.
-        const shown = new Set(spec.first ?? []);
-        if (shown.size && shown.size < spec.charts.length) {
-          draws = draw({ ...spec, charts: spec.charts.filter((c) => shown.has(c)) });
+        if (first.figures.pending) {
+          draws = draw({ ...spec, charts: spec.charts.filter((c) => onFirst.has(c)) });
           await new Promise((resolve) => { setTimeout(resolve, 0); });
           post({ id, partial: { firstCharts: Object.keys(draws) } });
-          spec = { ...spec, charts: spec.charts.filter((c) => !shown.has(c)) };
+          rest = spec.charts.filter((c) => !onFirst.has(c));
+          try {
+            page.complete(progress);
+          } catch (e) {
+            fallBack(e); // (every chart is drawn again below, from the defaults)
+            rest = spec.charts;
+          }
+          timeline.completed = epochNow();
+          progress('draw');
         }
-        Object.assign(draws, draw(spec));
+        Object.assign(draws, draw({ ...spec, charts: rest }));
       } catch (e) {
         drawError = plainError(e);
       }
       timeline.drawn = epochNow();
-      return { ...first, timings: { compute: timeline.computed - timeline.init, draws }, drawError };
+      return { ...reply(), timings: { compute: timeline.computed - timeline.init, draws }, drawError };
     },
     attach({ canvases: list }) {
       for (const [name, canvas] of Object.entries(list)) canvases.set(name, canvas);

@@ -130,6 +130,28 @@ impl Page {
         })
     }
 
+    /// A page like the constructor's, with the policy comparison and KIVI left for
+    /// [`Page::complete`] (see [`Lab::new_staged_with_progress`]): the page draws its first
+    /// screen in between. Its figures carry `pending: true` until then.
+    pub fn staged(settings: JsValue, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
+        let s = settings_of(settings)?;
+        Ok(Page {
+            lab: Lab::new_staged_with_progress(s, &mut reporter(progress))
+                .map_err(|e| lab_error(&e))?,
+            attn_cache: render::AttentionCache::default(),
+        })
+    }
+
+    /// Computes what [`Page::staged`] left out; returns the figures. `progress` as in the
+    /// constructor.
+    pub fn complete(&mut self, progress: Option<js_sys::Function>) -> Result<JsValue, JsValue> {
+        let f = self
+            .lab
+            .complete_with_progress(&mut reporter(progress))
+            .map_err(|e| lab_error(&e))?;
+        to_js(f)
+    }
+
     /// Applies a settings object; returns the figures. On error (an `Error` with `field`) the
     /// previous view stays. `progress` as in the constructor (only recomputed stages).
     pub fn update(

@@ -67,6 +67,11 @@ test('every chart draws something on first load', async () => {
   // The first screen's charts (the budget bars here) are shown before the rest are drawn.
   assert.ok(marks.figures <= marks['first-charts'] && marks['first-charts'] < marks.drawn,
     `first screen's charts (${marks['first-charts']}) between the figures and the rest: ${JSON.stringify(marks)}`);
+  // The policy comparison and KIVI (not on the first screen) were computed after those charts.
+  assert.ok(marks['engine-computed'] < marks['engine-completed'] && marks['engine-completed'] <= marks.drawn,
+    `comparison and KIVI computed after the first screen: ${JSON.stringify(marks)}`);
+  assert.equal(await page.locator('#compare-rows tr').count(), 7, 'the comparison table is filled');
+  assert.ok(await figure(page, 'kivi-ratio') > 1, 'the KIVI figures are filled');
   assert.ok(marks['engine-started'] <= marks['engine-wasmReady'] && marks['engine-wasmReady'] <= marks['engine-computed'],
     `the engine's timeline is in order: ${JSON.stringify(marks)}`);
   assert.deepEqual(problems, []);
