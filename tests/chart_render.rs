@@ -888,6 +888,36 @@ fn token_strip_runs_and_priority() {
     assert_eq!(rects(&els, &hex(style.states.dropped), rect).len(), 2);
 }
 
+#[test]
+fn policy_strips_draw_one_rectangle_per_run_of_equal_states() {
+    use TokenState::*;
+    let style = ChartStyle::light();
+    // 100,000 tokens in ~500 px: one heavy token among dropped ones, and a row all recent.
+    let mut one_heavy = vec![Dropped; 100_000];
+    one_heavy[50_000] = Heavy;
+    let all_recent = vec![Recent; 100_000];
+    let rows: [(&str, &[TokenState]); 2] = [("H2O", &one_heavy), ("recent", &all_recent)];
+    let view = PolicyStripsView {
+        title: "Kept tokens per policy",
+        x_label: "token i",
+        rows: &rows,
+        legend: LABELS,
+    };
+    let (svg, rect) = render("policy_strips", (600, 160), |root| {
+        policy_strips(root, &view, &style).unwrap()
+    });
+    let els = parse(&svg);
+    let count = |s: TokenState| rects(&els, &hex(style.states.of(s)), rect).len();
+    // dropped | heavy | dropped, then one recent run
+    assert_eq!((count(Dropped), count(Heavy), count(Recent)), (2, 1, 1));
+    let recent = rects(&els, &hex(style.states.recent), rect)[0];
+    assert!(
+        (recent.num("width") - f64::from(rect.w)).abs() <= 1.0,
+        "the recent run spans the plot"
+    );
+    assert!(texts(&els).contains(&"H2O") && texts(&els).contains(&"recent"));
+}
+
 // ---------------------------------------------------------------- mass_retained
 
 #[test]

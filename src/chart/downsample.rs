@@ -102,6 +102,23 @@ pub(crate) fn top_state(states: &[TokenState]) -> TokenState {
     states.iter().copied().max().unwrap_or_default()
 }
 
+/// Runs of equal [`top_state`] over `buckets` of `states`: `(first bucket, end bucket, state)`,
+/// end exclusive, in order. A strip is drawn as one rectangle per run, not per pixel column.
+pub(crate) fn state_runs(
+    states: &[TokenState],
+    buckets: &[Range<usize>],
+) -> Vec<(usize, usize, TokenState)> {
+    let mut runs: Vec<(usize, usize, TokenState)> = Vec::new();
+    for (b, r) in buckets.iter().enumerate() {
+        let s = top_state(states.get(r.clone()).unwrap_or_default());
+        match runs.last_mut() {
+            Some(run) if run.2 == s => run.1 = b + 1,
+            _ => runs.push((b, b + 1, s)),
+        }
+    }
+    runs
+}
+
 /// The largest finite value of `values` (NaN and infinities skipped), if any.
 pub(crate) fn max_finite<I: IntoIterator<Item = f64>>(values: I) -> Option<f64> {
     values
@@ -113,6 +130,49 @@ pub(crate) fn max_finite<I: IntoIterator<Item = f64>>(values: I) -> Option<f64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_runs_merge_equal_neighbours_and_cover_every_bucket() {
+        use TokenState::*;
+        let states = [
+            Sink, Dropped, Dropped, Heavy, Heavy, Dropped, Recent, Recent, Dropped,
+        ];
+        let one_each = pixel_buckets(states.len(), states.len());
+        assert_eq!(
+            state_runs(&states, &one_each),
+            vec![
+                (0, 1, Sink),
+                (1, 3, Dropped),
+                (3, 5, Heavy),
+                (5, 6, Dropped),
+                (6, 8, Recent),
+                (8, 9, Dropped)
+            ]
+        );
+        // Against the per-bucket rule on larger inputs: the runs tile the buckets, and each
+        // bucket's state is its run's.
+        let mut states = vec![Dropped; 10_000];
+        for i in (0..10_000).step_by(37) {
+            states[i] = Heavy;
+        }
+        states[9_990..].fill(Recent);
+        states[0] = Sink;
+        for width in [1usize, 3, 640, 10_000] {
+            let buckets = pixel_buckets(states.len(), width);
+            let runs = state_runs(&states, &buckets);
+            assert_eq!(runs.first().map(|r| r.0), Some(0));
+            assert_eq!(runs.last().map(|r| r.1), Some(buckets.len()));
+            for (w, next) in runs.iter().zip(runs.iter().skip(1)) {
+                assert_eq!(w.1, next.0, "runs tile the buckets");
+                assert_ne!(w.2, next.2, "neighbouring runs differ");
+            }
+            for (start, end, s) in runs {
+                for b in start..end {
+                    assert_eq!(top_state(&states[buckets[b].clone()]), s);
+                }
+            }
+        }
+    }
 
     #[test]
     fn buckets_cover_without_gaps() {

@@ -4,7 +4,7 @@
 //! The views hold what [`crate::select`] computed (scores, the [`crate::select::Selection`] as
 //! [`TokenState`]s, [`crate::select::mass_retained`]); the charts only place it on pixels.
 
-use super::downsample::{max_finite, pixel_buckets, top_state};
+use super::downsample::{max_finite, pixel_buckets, state_runs, top_state};
 use super::layout::{
     alpha, axes, begin, dashed_hline, draw_err, headroom, index_text, tick_text, Axes, LegendItem,
     Mark,
@@ -250,29 +250,14 @@ pub fn token_strip<DB: DrawingBackend>(
     };
     let buckets = pixel_buckets(n, plot.w().max(1) as usize);
     let m = buckets.len();
-    let mut run: Option<(usize, TokenState)> = None;
     let h = plot.h();
-    let flush = |from: usize, to: usize, s: TokenState| -> Result<(), ChartError> {
+    for (from, to, s) in state_runs(view.states, &buckets) {
         plot.area
             .draw(&Rectangle::new(
                 [(plot.col(from, m), 0), (plot.col(to, m), h)],
                 style.states.of(s).filled(),
             ))
-            .map_err(draw_err)
-    };
-    for (b, r) in buckets.iter().enumerate() {
-        let s = top_state(view.states.get(r.clone()).unwrap_or_default());
-        match run {
-            Some((_, rs)) if rs == s => {}
-            Some((start, rs)) => {
-                flush(start, b, rs)?;
-                run = Some((b, s));
-            }
-            None => run = Some((b, s)),
-        }
-    }
-    if let Some((start, s)) = run {
-        flush(start, m, s)?;
+            .map_err(draw_err)?;
     }
     Ok(plot.rect)
 }
