@@ -105,10 +105,10 @@ const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
 const mb = (b) => `${(b / 1e6).toFixed(1)} MB`;
 const kb = (b) => `${(b / 1e3).toFixed(1)} kB`;
 
-/** A row "name  p50  p95  n" of a list of ms figures. */
 /** `pass`/`MISS` of the p95 of `xs` against `lim` ms. */
 const pass = (xs, lim) => (quantile(xs, 0.95) <= lim ? `   pass (<= ${lim})` : `   MISS (> ${lim})`);
 
+/** A row "name  p50  p95  n" of a list of ms figures. */
 function row(name, xs, extra = '') {
   return `  ${name.padEnd(34)} ${fmt(quantile(xs, 0.5)).padStart(8)} ${fmt(quantile(xs, 0.95)).padStart(8)} ${String(xs.length).padStart(5)}${extra}`;
 }

@@ -61,8 +61,15 @@ export async function connect(onProgress) {
   // the wasm without its MIME type): the engine then fetches it itself.
   const compiled = compileWasm(build);
   const startWorker = () => {
-    worker = new Worker(new URL(`./worker.js?wasm=${build}`, import.meta.url), { type: 'module' });
-    compiled.then((module) => worker.postMessage({ wasmModule: module }));
+    const started = new Worker(new URL(`./worker.js?wasm=${build}`, import.meta.url), { type: 'module' });
+    worker = started;
+    compiled.then((module) => {
+      try {
+        started.postMessage({ wasmModule: module });
+      } catch {
+        started.postMessage({ wasmModule: null }); // cannot be sent here: the worker fetches it
+      }
+    });
     worker.onmessage = (e) => receive(e.data);
     worker.onerror = (e) => {
       // The worker script itself failed (not a request): every waiting request fails with it.

@@ -42,6 +42,9 @@ export function epochNow() {
   return performance.timeOrigin + performance.now();
 }
 
+/** Charts drawn from the policy comparison (which a staged page computes last). */
+const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
+
 /** An `Error` from wasm (or anywhere) as a plain object the page can show. */
 function plainError(e) {
   return { message: e?.message ?? String(e), field: e?.field ?? null };
@@ -117,7 +120,8 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       // drawn from a staged page (the comparison and KIVI not yet computed), a pause so they
       // are shown (a canvas shows what was drawn once the task drawing it ends), then the
       // comparison and KIVI, then the other charts.
-      const onFirst = new Set(spec?.first ?? []);
+      // (The comparison's own charts are never among them: they need the comparison.)
+      const onFirst = new Set((spec?.first ?? []).filter((c) => !NEEDS_COMPARISON.has(c)));
       const staged = onFirst.size > 0 && onFirst.size < spec.charts.length;
       const construct = (s) => (staged ? Page.staged(s, progress) : new Page(s, progress));
       /** The defaults instead of settings the engine refuses, and why. */
@@ -150,6 +154,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       let draws = {};
       let drawError = null;
       let rest = spec.charts;
+      let fellBack = false;
       try {
         if (first.figures.pending) {
           draws = draw({ ...spec, charts: spec.charts.filter((c) => onFirst.has(c)) });
@@ -161,6 +166,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
           } catch (e) {
             fallBack(e); // (every chart is drawn again below, from the defaults)
             rest = spec.charts;
+            fellBack = true;
           }
           timeline.completed = epochNow();
           progress('draw');
@@ -170,7 +176,9 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         drawError = plainError(e);
       }
       timeline.drawn = epochNow();
-      return { ...reply(), timings: { compute: timeline.computed - timeline.init, draws }, drawError };
+      return {
+        ...reply(), fellBack, timings: { compute: timeline.computed - timeline.init, draws }, drawError,
+      };
     },
     attach({ canvases: list }) {
       for (const [name, canvas] of Object.entries(list)) canvases.set(name, canvas);

@@ -965,12 +965,12 @@ async function main() {
     performance.mark('kvlab:load:upload-checked');
     const drawFirst = !saved?.files?.length && !new URLSearchParams(query).has('embed');
     let spec = null;
-    if (drawFirst) {
-      spec = drawSpec(chartsOf(ALL));
-      spec.first = spec.charts.filter((c) => canvases[c].getBoundingClientRect().top < window.innerHeight);
-      await app.client.attach(canvases);
-    }
     try {
+      if (drawFirst) {
+        spec = drawSpec(chartsOf(ALL));
+        spec.first = spec.charts.filter((c) => canvases[c].getBoundingClientRect().top < window.innerHeight);
+        await busyWhile(() => app.client.attach(canvases));
+      }
       first = await request('init', { query, lang: app.lang, draw: spec }, undefined, showFirst);
     } catch (e) {
       if (!e.stopped) throw e;
@@ -987,12 +987,16 @@ async function main() {
       measureTimings(first.timings, performance.now());
       if (first.drawError) throw new Error(first.drawError.message);
       showFirst(first);
-      // The complete view: the comparison and KIVI (or the defaults, had the engine refused
-      // the settings only then).
       markTimeline(first.timeline);
-      present(first);
+      // The controls went live with the first figures and may have moved since: the settings
+      // are presented again only if the engine fell back to the defaults meanwhile.
+      if (first.fellBack) present(first);
+      // The complete view: the comparison and KIVI (a change made meanwhile is queued after
+      // this request and redraws what it changes).
       render(first.figures, ALL);
-      recordUrl(false, first.query);
+      // The language may have been switched while the charts were drawn with the labels sent.
+      if (spec.labels !== app.labels) await redraw(chartsOf(ALL));
+      recordUrl(false, app.lang === first.settings.lang ? first.query : await request('toQuery', { settings: app.good }));
       document.body.dataset.fingerprints = first.fingerprints.join(' ');
     } else {
       const restored = saved?.files?.length ? await restoreUpload(saved, first) : null;

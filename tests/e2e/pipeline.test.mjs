@@ -42,7 +42,7 @@ test('the Bits slider requantizes and redraws (8 -> 4 bits)', async () => {
   await page.close();
 });
 
-const FIRST_LOAD_CHARTS = ['budget-data', 'budget-model', 'hist', 'groups', 'rows', 'errmap', 'attn', 'scores', 'strip', 'mass'];
+const FIRST_LOAD_CHARTS = ['budget-data', 'budget-model', 'hist', 'groups', 'rows', 'errmap', 'attn', 'scores', 'strip', 'mass', 'strips', 'tradeoff'];
 
 /** The page's start-up marks (benches/page.mjs reads the same), by name: ms from navigation. */
 function loadMarks(page) {
@@ -114,5 +114,86 @@ test('generated data is bit-identical to the native build (same fingerprints)', 
   assert.equal(await page.locator('body').getAttribute('data-fingerprints'),
     '9d3668cb4b60abd9 2fd6f770a08d8913 5dfb0951971331d8');
   assert.deepEqual(problems, []);
+  await page.close();
+});
+
+/**
+ * Acts in the page the moment the page marks `mark` (an init script; the page's CSP allows no
+ * eval, so the acts are data): `{ click: selector }` or `{ set: [selector, value] }` (a control
+ * set as a key press does: input and change events).
+ */
+function atMark(page, mark, act) {
+  return page.addInitScript(([m, a]) => {
+    new PerformanceObserver((list, observer) => {
+      if (!list.getEntries().some((e) => e.name === m)) return;
+      observer.disconnect();
+      window.__actedAt = document.body.dataset.state;
+      if (a.click) document.querySelector(a.click).click();
+      if (a.set) {
+        const el = document.querySelector(a.set[0]);
+        el.value = a.set[1];
+        el.dispatchEvent(new Event('input', { bubbles: true }));
+        el.dispatchEvent(new Event('change', { bubbles: true }));
+      }
+    }).observe({ type: 'mark' });
+  }, [mark, act]);
+}
+
+test('a first screen that shows the policy strips but not the trade-off chart draws the strips complete', async () => {
+  const { page: probe } = await open(browser.context, urlWith({ seed: 3 }));
+  const tops = await probe.evaluate(() => Object.fromEntries(['strips', 'tradeoff']
+    .map((c) => [c, document.querySelector(`canvas[data-chart="${c}"]`).getBoundingClientRect().top])));
+  const expected = await canvasHash(probe, 'strips');
+  await probe.close();
+  const height = Math.round(tops.strips + 40);
+  assert.ok(height < tops.tradeoff, `the case exists: strips at ${tops.strips}, trade-off at ${tops.tradeoff}`);
+  const context = await browser.context.browser()?.newContext({ viewport: { width: 1280, height } })
+    ?? null;
+  const page = context ? await context.newPage() : await browser.context.newPage();
+  if (!context) await page.setViewportSize({ width: 1280, height });
+  await page.goto(urlWith({ seed: 3 }));
+  await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+  await settle(page);
+  const marks = await loadMarks(page);
+  assert.ok(Number.isFinite(marks['first-charts']), 'the first screen was drawn first');
+  assert.equal(await canvasHash(page, 'strips'), expected, 'the strips show every policy, as on a normal load');
+  await page.close();
+  await context?.close();
+});
+
+test('the language switched while the first view is drawn: charts and link follow it', async () => {
+  const tall = { tokens: 4096, steps: 64, channels: 128, budget: 512, recent: 64, lang: 'en' };
+  const page = await browser.context.newPage();
+  await atMark(page, 'kvlab:load:upload-checked', { click: '#lang' });
+  await page.goto(urlWith(tall));
+  await page.locator('body[data-state="ready"]').waitFor({ timeout: 60_000 });
+  await settle(page);
+  assert.equal(await page.evaluate(() => window.__actedAt), 'loading');
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'zh-CN');
+  assert.match(page.url(), /lang=zh/, 'the link keeps the language');
+  const { page: zh } = await open(browser.context, urlWith({ ...tall, lang: 'zh' }));
+  for (const chart of ['hist', 'budget-data']) {
+    assert.equal(await canvasHash(page, chart), await canvasHash(zh, chart), `${chart} drawn with the Chinese labels`);
+  }
+  await zh.close();
+  await page.close();
+});
+
+test('a control changed while the first view is completed keeps its new value', async () => {
+  const w1 = { tokens: 4096, steps: 64, channels: 128, budget: 512, recent: 64, bits: 4, lang: 'en' };
+  const page = await browser.context.newPage();
+  await atMark(page, 'kvlab:load:figures', { set: ['#bits', '3'] });
+  await page.goto(urlWith(w1));
+  await page.locator('body[data-state="ready"]').waitFor({ timeout: 60_000 });
+  await settle(page);
+  assert.equal(await page.evaluate(() => window.__actedAt), 'loading', 'changed before the page was ready');
+  assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '3');
+  assert.match(page.url(), /bits=3/);
+  const { page: fresh } = await open(browser.context, urlWith({ ...w1, bits: 3 }));
+  for (const name of ['max-abs-error', 'r-quant', 'r-overall']) {
+    assert.equal(await figure(page, name), await figure(fresh, name), name);
+  }
+  assert.equal(await canvasHash(page, 'hist'), await canvasHash(fresh, 'hist'));
+  await fresh.close();
   await page.close();
 });
