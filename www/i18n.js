@@ -25,6 +25,7 @@ export const TEXT = {
     'progress.stop': 'Stop',
     'progress.stopped': 'Stopped: that computation was taking too long. Back to the last view.',
     'progress.stopped.first': 'Stopped: the first view was taking too long. Showing the default view instead.',
+    'progress.stopped.upload': 'Stopped: restoring the saved upload was taking too long. It is no longer kept; showing generated data instead.',
     'noscript': 'This page needs JavaScript and WebAssembly to compute its figures.',
     'footer': 'kvlab runs entirely in your browser (Rust compiled to WebAssembly); it sends nothing anywhere. Formulas follow the note “KV 压缩数学”.',
 
@@ -315,6 +316,7 @@ export const TEXT = {
     'progress.stop': '停止',
     'progress.stopped': '已停止：该计算耗时过长，已回到上一个视图。',
     'progress.stopped.first': '已停止：首个视图耗时过长，改为显示默认视图。',
+    'progress.stopped.upload': '已停止：恢复已保存的上传数据耗时过长，已不再保留，改为显示生成的数据。',
     'noscript': '本页需要 JavaScript 和 WebAssembly 来计算图表。',
     'footer': 'kvlab 完全在浏览器中运行（Rust 编译为 WebAssembly），不向任何地方发送数据。公式依据笔记《KV 压缩数学》。',
 

@@ -882,6 +882,16 @@ async function restoreUpload(saved, first) {
     return reply;
   } catch (e) {
     savedUpload.clear().catch(() => {});
+    if (e.stopped) {
+      // Stop pressed while restoring: the fresh worker has none of the files, so the page
+      // forgets them too, and main() starts the generated view again.
+      uploads.clear();
+      $('#file-list').replaceChildren();
+      for (const id of ['#up-attention', '#up-keys', '#up-values']) $(id).replaceChildren();
+      $('#upload-choice').hidden = true;
+      showWarnings('#upload-warnings', [t(app.lang, 'progress.stopped.upload')]);
+      return { stopped: true };
+    }
     showWarnings('#upload-warnings', [e.message ?? String(e)]);
     return null;
   }
@@ -999,7 +1009,13 @@ async function main() {
       recordUrl(false, app.lang === first.settings.lang ? first.query : await request('toQuery', { settings: app.good }));
       document.body.dataset.fingerprints = first.fingerprints.join(' ');
     } else {
-      const restored = saved?.files?.length ? await restoreUpload(saved, first) : null;
+      performance.mark('kvlab:load:restoring');
+      let restored = saved?.files?.length ? await restoreUpload(saved, first) : null;
+      if (restored?.stopped) {
+        // (a fresh worker: the first view again, on generated data)
+        first = await request('init', { query, lang: app.lang });
+        restored = null;
+      }
       performance.mark('kvlab:load:upload-restored');
       const view = restored ? { ...first, ...restored } : first;
       // The first view as computed (settings, figures), charts drawn after it.

@@ -136,3 +136,50 @@ test('Stop with uploaded data in use: the fresh worker gets the uploaded files b
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('Stop while a saved upload is restored on load: generated data, the upload forgotten, the page works', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4, lang: 'en' }));
+  await page.locator('details.upload summary').click();
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) },
+    { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([T, D], keys()) },
+  ]);
+  await page.locator('#file-list li', { hasText: 'k.npy' }).last().waitFor(); // (an earlier test's upload may be listed too)
+  await settle(page);
+  await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
+  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.npy::k.npy');
+  await page.getByRole('button', { name: 'Use these tensors' }).click();
+  await settle(page);
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
+  await page.close();
+
+  // The next visit restores the saved upload; Stop is pressed the moment that starts.
+  const next = await browser.context.newPage();
+  const errors = [];
+  next.on('pageerror', (e) => errors.push(e.message));
+  next.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  await next.addInitScript(() => {
+    new PerformanceObserver((list, observer) => {
+      if (!list.getEntries().some((e) => e.name === 'kvlab:load:restoring')) return;
+      observer.disconnect();
+      document.querySelector('#stop').click();
+    }).observe({ type: 'mark' });
+  });
+  await next.goto(urlWith({ lang: 'en' }));
+  await next.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+  await settle(next);
+  assert.match(await next.locator('#upload-warnings').textContent(), /Stopped/);
+  assert.match(await next.locator('[data-figure="data-description"]').textContent(), /generated/);
+  assert.equal(await next.locator('#file-list li').count(), 0, 'no file listed that the engine does not hold');
+  // The page works: a control recomputes.
+  const err = await figure(next, 'max-abs-error');
+  await next.getByLabel('Bits', { exact: true }).fill('2');
+  await settle(next);
+  assert.notEqual(await figure(next, 'max-abs-error'), err);
+  // And the upload is no longer restored.
+  await next.reload();
+  await next.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+  assert.match(await next.locator('[data-figure="data-description"]').textContent(), /generated/);
+  assert.deepEqual([...problems, ...errors], []);
+  await next.close();
+});
