@@ -453,15 +453,21 @@ pub fn policy_strips<DB: DrawingBackend>(
 
 /// Bytes as text: `512 B`, `12.3 KiB`, `4.50 MiB`, `1.25 GiB`.
 pub fn bytes_text(b: u64) -> String {
+    // Ties round up, as the page's JavaScript `toFixed` does for the same figures in the
+    // formulas (Rust's `{:.1}` would round 9.25 to 9.2, `toFixed(1)` gives 9.3).
+    let fixed = |v: f64, digits: usize| {
+        let scale = 10f64.powi(digits as i32);
+        format!("{:.*}", digits, (v * scale).round() / scale)
+    };
     let v = b as f64;
     if b < 1024 {
         format!("{b} B")
     } else if v < 1024.0 * 1024.0 {
-        format!("{:.1} KiB", v / 1024.0)
+        format!("{} KiB", fixed(v / 1024.0, 1))
     } else if v < 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2} MiB", v / (1024.0 * 1024.0))
+        format!("{} MiB", fixed(v / (1024.0 * 1024.0), 2))
     } else {
-        format!("{:.2} GiB", v / (1024.0 * 1024.0 * 1024.0))
+        format!("{} GiB", fixed(v / (1024.0 * 1024.0 * 1024.0), 2))
     }
 }
 
@@ -581,6 +587,11 @@ mod tests {
         assert_eq!(bytes_text(2048), "2.0 KiB");
         assert_eq!(bytes_text(3 << 20), "3.00 MiB");
         assert_eq!(bytes_text(5 << 30), "5.00 GiB");
+        // Exact ties round up, like the page's `toFixed` (9,472 B = 9.25 KiB).
+        assert_eq!(bytes_text(9472), "9.3 KiB");
+        assert_eq!(bytes_text(9216), "9.0 KiB");
+        assert_eq!(bytes_text((1 << 20) + (1 << 20) / 8), "1.13 MiB"); // 1.125
+        assert_eq!(bytes_text(1023 * 1024 + 1000), "1024.0 KiB"); // as toFixed(1) shows it
     }
 
     #[test]
