@@ -372,8 +372,8 @@ fn min_max(v: &[f32]) -> (f32, f32, bool) {
 
 /// Largest of `v` (all `>= 0`, no NaN), 0 when empty, with `LANES` running maxima.
 #[inline]
-fn max_f64(v: &[f64]) -> f64 {
-    let mut m = [0f64; LANES];
+fn max_lanes<T: Copy + PartialOrd + Default>(v: &[T]) -> T {
+    let mut m = [T::default(); LANES];
     let mut chunks = v.chunks_exact(LANES);
     for c in &mut chunks {
         for l in 0..LANES {
@@ -383,23 +383,8 @@ fn max_f64(v: &[f64]) -> f64 {
     for (l, &x) in chunks.remainder().iter().enumerate() {
         m[l] = if x > m[l] { x } else { m[l] };
     }
-    m.iter().fold(0f64, |a, &b| if b > a { b } else { a })
-}
-
-/// [`max_f64`] for `f32`.
-#[inline]
-fn max_f32(v: &[f32]) -> f32 {
-    let mut m = [0f32; LANES];
-    let mut chunks = v.chunks_exact(LANES);
-    for c in &mut chunks {
-        for l in 0..LANES {
-            m[l] = if c[l] > m[l] { c[l] } else { m[l] };
-        }
-    }
-    for (l, &x) in chunks.remainder().iter().enumerate() {
-        m[l] = if x > m[l] { x } else { m[l] };
-    }
-    m.iter().fold(0f32, |a, &b| if b > a { b } else { a })
+    m.iter()
+        .fold(T::default(), |a, &b| if b > a { b } else { a })
 }
 
 /// The rows a kernel reads: all of a [`Matrix`] or its first rows, without a copy.
@@ -1223,7 +1208,7 @@ pub(crate) fn flat_error_sums(x: &[f32], y: &[f32]) -> (f64, f64, f64, f64) {
         }
         abs.add_sq(&mut sq, err);
         sig.add_sq_f32(&xb[..n]);
-        max = max.max(max_f64(err));
+        max = max.max(max_lanes(err));
     }
     (max, abs.total(), sq.total(), sig.total())
 }
@@ -1438,13 +1423,13 @@ fn error_pass<const FULL: bool>(
                 let base = r * q.layout.blocks;
                 for (k, e) in err.chunks(run).enumerate() {
                     if let Some(m) = group_max64.get_mut(base + k) {
-                        *m = max_f64(e);
+                        *m = max_lanes(e);
                     }
                 }
                 if FULL {
                     for (k, e) in err32.chunks(run).enumerate() {
                         if let Some(m) = group_max32.get_mut(base + k) {
-                            *m = max_f32(e);
+                            *m = max_lanes(e);
                         }
                     }
                 }

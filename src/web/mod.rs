@@ -123,9 +123,16 @@ impl Page {
     /// before it runs.
     #[wasm_bindgen(constructor)]
     pub fn new(settings: JsValue, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
-        let s = settings_of(settings)?;
+        Page::of_lab(Lab::new_with_progress(
+            settings_of(settings)?,
+            &mut reporter(progress),
+        ))
+    }
+
+    /// A page on a lab just built (or why it could not be).
+    fn of_lab(lab: Result<Lab, LabError>) -> Result<Page, JsValue> {
         Ok(Page {
-            lab: Lab::new_with_progress(s, &mut reporter(progress)).map_err(|e| lab_error(&e))?,
+            lab: lab.map_err(|e| lab_error(&e))?,
             attn_cache: render::AttentionCache::default(),
         })
     }
@@ -134,12 +141,10 @@ impl Page {
     /// [`Page::complete`] (see [`Lab::new_staged_with_progress`]): the page draws its first
     /// screen in between. Its figures carry `pending: true` until then.
     pub fn staged(settings: JsValue, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
-        let s = settings_of(settings)?;
-        Ok(Page {
-            lab: Lab::new_staged_with_progress(s, &mut reporter(progress))
-                .map_err(|e| lab_error(&e))?,
-            attn_cache: render::AttentionCache::default(),
-        })
+        Page::of_lab(Lab::new_staged_with_progress(
+            settings_of(settings)?,
+            &mut reporter(progress),
+        ))
     }
 
     /// Computes what [`Page::staged`] left out; returns the figures. `progress` as in the
