@@ -1398,10 +1398,7 @@ impl Lab {
         settings: Settings,
         progress: &mut dyn FnMut(Stage),
     ) -> Result<Lab, LabError> {
-        check(&settings)?;
-        progress(Stage::Data);
-        let data = generate(&settings)?;
-        Lab::with_data(data, settings, progress, false)
+        Lab::generated(settings, progress, false)
     }
 
     /// A lab on data generated from `settings` with every section but the policy comparison
@@ -1413,10 +1410,19 @@ impl Lab {
         settings: Settings,
         progress: &mut dyn FnMut(Stage),
     ) -> Result<Lab, LabError> {
+        Lab::generated(settings, progress, true)
+    }
+
+    /// A lab on data generated from `settings`; `staged` as in [`Lab::new_staged_with_progress`].
+    fn generated(
+        settings: Settings,
+        progress: &mut dyn FnMut(Stage),
+        staged: bool,
+    ) -> Result<Lab, LabError> {
         check(&settings)?;
         progress(Stage::Data);
         let data = generate(&settings)?;
-        Lab::with_data(data, settings, progress, true)
+        Lab::with_data(data, settings, progress, staged)
     }
 
     /// Whether the comparison and KIVI still wait to be computed (see

@@ -102,19 +102,27 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   await page.close();
 });
 
-test('Stop with uploaded data in use: the fresh worker gets the uploaded files back', async () => {
-  const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4, lang: 'en' }));
+/**
+ * Uploads attention and keys through the file input and uses them (the upload is then saved
+ * for the next visit). Waits for the last listed `k.npy`: an earlier test's may be listed too.
+ */
+async function uploadAndUse(page) {
   await page.locator('details.upload summary').click();
   await page.getByLabel('Upload files', { exact: true }).setInputFiles([
     { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) },
     { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([T, D], keys()) },
   ]);
-  await page.locator('#file-list li', { hasText: 'k.npy' }).waitFor();
+  await page.locator('#file-list li', { hasText: 'k.npy' }).last().waitFor();
   await settle(page);
   await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
   await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.npy::k.npy');
   await page.getByRole('button', { name: 'Use these tensors' }).click();
   await settle(page);
+}
+
+test('Stop with uploaded data in use: the fresh worker gets the uploaded files back', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4, lang: 'en' }));
+  await uploadAndUse(page);
   const before = {
     desc: await page.locator('[data-figure="data-description"]').textContent(),
     kept: await page.locator('[data-figure="kept-indices"]').getAttribute('data-value'),
@@ -139,17 +147,7 @@ test('Stop with uploaded data in use: the fresh worker gets the uploaded files b
 
 test('Stop while a saved upload is restored on load: generated data, the upload forgotten, the page works', async () => {
   const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4, lang: 'en' }));
-  await page.locator('details.upload summary').click();
-  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
-    { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) },
-    { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([T, D], keys()) },
-  ]);
-  await page.locator('#file-list li', { hasText: 'k.npy' }).last().waitFor(); // (an earlier test's upload may be listed too)
-  await settle(page);
-  await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
-  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.npy::k.npy');
-  await page.getByRole('button', { name: 'Use these tensors' }).click();
-  await settle(page);
+  await uploadAndUse(page);
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
   await page.close();
 
