@@ -141,9 +141,9 @@ pub struct QuantFigures {
     pub stats: ErrorStats,
     /// Largest per-element bound `scale / 2` over the groups.
     pub bound_max: f64,
-    /// Every element within `scale/2` (up to f32 round-off).
+    /// Every element within `scale/2`, up to `f32` round-off ([`ErrorStats::roundoff`]).
     pub element_bound_holds: bool,
-    /// Every row within `1/4 sum scale^2` (up to round-off).
+    /// Every row within `1/4 sum scale^2`, up to `f32` round-off ([`ErrorStats::roundoff`]).
     pub row_bound_holds: bool,
     /// Rows (tokens) quantized.
     pub rows: usize,
@@ -932,10 +932,10 @@ fn quant_view(data: &Data, s: &Settings, memo: &mut RmseMemo) -> Result<QuantVie
         zero_point,
         stats,
         bound_max,
-        element_bound_holds: stats.worst_bound_use <= 1.0 + 1e-4,
+        element_bound_holds: stats.worst_bound_use <= 1.0 + stats.roundoff,
         row_bound_holds: rows
             .iter()
-            .all(|r| r.sq_err <= r.bound * (1.0 + 1e-4) + 1e-30),
+            .all(|r| r.sq_err <= r.bound * (1.0 + stats.roundoff).powi(2)),
         rows: x.rows(),
         code_bytes,
         meta_bytes,

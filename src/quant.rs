@@ -746,6 +746,37 @@ impl Quantized {
         &self.zero_points
     }
 
+    /// The bounds' relative round-off allowance: [`ErrorStats::roundoff`].
+    ///
+    /// In exact arithmetic `|x - x_hat| <= scale/2`. Three roundings move it, each bounded in
+    /// units of the group's `scale` (`m`: the largest `|q - zp|`, so `|x_hat| <= scale m`):
+    /// * the scale is stored as `f32`, at most `2^-24 scale` (or `2^-150` when subnormal) from
+    ///   the exact `range / qmax`, so the grid's end may miss the data's end by `qmax` times that;
+    /// * `x_hat` is rounded to `f32`: at most `2^-24 scale m` (or `2^-150`);
+    /// * `x / scale + zp` is computed in `f64`: at most `2^-52 (m + 1)` code steps.
+    ///
+    /// Their sum is below `a = scale 2^-23 (qmax + m + 1) + qmax 2^-149`; this is the largest
+    /// `a / (scale/2)` over the groups with a positive scale (0 when there are none).
+    pub fn roundoff(&self) -> f64 {
+        const EPS: f64 = 1.0 / (1u64 << 23) as f64; // 2^-23
+        let tiny = f64::from(f32::from_bits(1)); // 2^-149
+        let qmax = self.config.qmax() as f64;
+        self.scales
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s > 0.0)
+            .map(|(g, &s)| {
+                let m = match self.zero_points.get(g) {
+                    Some(&zp) => (zp as f64).abs().max((qmax - zp as f64).abs()),
+                    None => qmax,
+                };
+                let s = f64::from(s);
+                let a = s * EPS * (qmax + m + 1.0) + qmax * tiny;
+                a / (s / 2.0)
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// Scale of element (`row`, `col`); 0 when out of range.
     pub fn scale_of(&self, row: usize, col: usize) -> f32 {
         self.scales
@@ -1054,8 +1085,16 @@ pub struct ErrorStats {
     pub snr_db: f64,
     /// Expected MSE under the uniform-noise model: `scale^2 / 12` averaged over elements.
     pub expected_mse: f64,
-    /// Largest `|x - x_hat| / (scale/2)` over all elements (<= 1 up to round-off).
+    /// Largest `|x - x_hat| / (scale/2)` over all elements: at most `1 + roundoff`.
     pub worst_bound_use: f64,
+    /// How far `f32` arithmetic may move the bounds, relative to them: every element has
+    /// `|x - x_hat| <= (scale/2) (1 + roundoff)` and every row `||x - x_hat||^2 <= (1/4 sum_j
+    /// scale_j^2) (1 + roundoff)^2`. It is the largest over the groups of
+    /// `2 a / scale` with the allowance `a = scale 2^-23 (qmax + m + 1) + qmax 2^-149`, where
+    /// `m = max(|zp|, |qmax - zp|)` (asymmetric) or `qmax` (symmetric) bounds `|x_hat| / scale`
+    /// (see [`Quantized::roundoff`]). About `1.5e-4` at 8 bits for data centred on zero; larger
+    /// when a group's values lie far from zero compared with their spread (a large `|zp|`).
+    pub roundoff: f64,
     /// `fp16 bytes / (packed code bytes + metadata bytes)`, fp16 source and fp16 metadata.
     pub compression_ratio: f64,
     /// `16 / bits`: the note's `R_quant ~ s_fp / s_q` ignoring metadata, from fp16.
@@ -1073,6 +1112,7 @@ pub fn error_stats(x: &Matrix, q: &Quantized) -> ErrorStats {
         snr_db: f64::NAN,
         expected_mse: f64::NAN,
         worst_bound_use: f64::NAN,
+        roundoff: f64::NAN,
         compression_ratio: f64::NAN,
         compression_ratio_no_meta: f64::NAN,
     })
@@ -1263,6 +1303,7 @@ impl ErrorPass {
             snr_db,
             expected_mse: exp_mse / nf,
             worst_bound_use: worst,
+            roundoff: q.roundoff(),
             compression_ratio: (n as u64 * source_bytes) as f64 / stored as f64,
             compression_ratio_no_meta: (source_bytes * 8) as f64 / f64::from(bits),
         }
@@ -1782,6 +1823,9 @@ mod tests {
         assert_eq!(st.compression_ratio, 1.0);
         assert_eq!(st.compression_ratio_no_meta, 2.0);
         assert!(st.worst_bound_use <= 1.0 + 1e-6);
+        // scale 1/127, qmax 127, m = 127: 2^-23 (127 + 127 + 1) / (1/2) = 255 * 2^-22, plus
+        // 127 * 2^-149 / (scale/2), far below f64's resolution of that sum
+        assert_eq!(st.roundoff, 255.0 / (1u64 << 22) as f64);
         let rows = row_errors(&x, &q).unwrap();
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.sq_err <= r.bound * (1.0 + 1e-6)));

@@ -267,6 +267,7 @@ fn group_view(errors: &[GroupError]) -> GroupErrorView<'_> {
         error_label: "measured",
         bound_label: "scale/2",
         alarm_label: "above bound!",
+        roundoff: 0.0,
     }
 }
 
@@ -326,6 +327,53 @@ fn group_bars_mark_bounds_and_alarm() {
     assert!(!svg.contains("above bound!"));
 }
 
+/// A group or row past its bound by less than the `f32` round-off allowance is not an alarm;
+/// past the allowance it is.
+#[test]
+fn alarms_allow_the_round_off() {
+    let style = ChartStyle::light();
+    let mut errors = vec![
+        GroupError {
+            max_abs: 0.5,
+            bound: 0.5,
+        };
+        4
+    ];
+    errors[2].max_abs = 0.50003; // 6e-5 over, as an 8-bit group far from zero can be
+    let rows: Vec<RowError> = (0..4)
+        .map(|i| RowError {
+            sq_err: if i == 2 { 0.25 * 1.00012 } else { 0.25 },
+            bound: 0.25,
+        })
+        .collect();
+    for (roundoff, alarmed) in [(1e-4, false), (1e-5, true), (0.0, true)] {
+        let gv = GroupErrorView {
+            roundoff,
+            ..group_view(&errors)
+        };
+        let (svg, _) = render("group_bars_roundoff", (600, 300), |root| {
+            group_error_bars(root, &gv, &style).unwrap()
+        });
+        assert_eq!(
+            svg.contains("above bound!"),
+            alarmed,
+            "groups, roundoff {roundoff}"
+        );
+        let rv = RowErrorView {
+            roundoff,
+            ..row_view(&rows)
+        };
+        let (svg, _) = render("row_bound_roundoff", (600, 300), |root| {
+            row_error_vs_bound(root, &rv, &style).unwrap()
+        });
+        assert_eq!(
+            svg.contains("above bound!"),
+            alarmed,
+            "rows, roundoff {roundoff}"
+        );
+    }
+}
+
 #[test]
 fn group_bars_aggregate_4096_groups_to_pixel_columns() {
     let style = ChartStyle::light();
@@ -367,6 +415,7 @@ fn row_view(rows: &[RowError]) -> RowErrorView<'_> {
         error_label: "measured",
         bound_label: "1/4 sum scale^2",
         alarm_label: "above bound!",
+        roundoff: 0.0,
     }
 }
 

@@ -94,7 +94,7 @@ fn quantized_rows_are_quant_quantize_and_the_rest_is_exact() {
     assert_eq!(qv.config().granularity, Granularity::PerToken);
     // error bounds of note §2.2 on the quantized part
     for st in [r.key_stats.unwrap(), r.value_stats.unwrap()] {
-        assert!(st.worst_bound_use <= 1.0 + 1e-5, "{st:?}");
+        assert!(st.worst_bound_use <= 1.0 + st.roundoff, "{st:?}");
     }
     // whole-tensor error = quantized-part error diluted by the exact rows
     let ks = r.key_stats.unwrap();
@@ -303,6 +303,37 @@ fn channel_vs_token_shapes_bits_and_errors() {
     assert_eq!(c.per_channel.rmse, 0.0);
 }
 
+/// The case CI found: 8-bit per-token values in groups of 2, where one group's two values lie
+/// 24,000 steps from zero. Both land on a rounding tie, and f32 round-off puts them 6.5e-5
+/// beyond `scale/2`: more than a fixed 1e-5 tolerance allows, within the derived allowance.
+#[test]
+fn eight_bit_values_far_from_zero_stay_within_the_round_off_allowance() {
+    let (t, d) = (33, 8);
+    let mut x = 15306310861625052550u64 | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ((x >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
+    };
+    let k = Matrix::new(t, d, (0..t * d).map(|_| next()).collect()).unwrap();
+    let v = Matrix::new(t, d, (0..t * d).map(|_| next()).collect()).unwrap();
+    let cfg = KiviConfig {
+        key_bits: 1,
+        key_group: 1,
+        value_bits: 8,
+        value_group: 2,
+        residual: 0,
+        meta: MetaDtype::F16,
+    };
+    let st = kivi_quantize(&k, &v, &cfg).unwrap().value_stats.unwrap();
+    assert!(st.worst_bound_use > 1.0 + 1e-5, "{st:?}");
+    assert!(st.worst_bound_use <= 1.0 + st.roundoff, "{st:?}");
+    // the allowance stays small: the largest |q - zp| of any group is about 30,600 here, so
+    // 2^-22 (255 + 30,600 + 1) = 7.4e-3
+    assert!(st.roundoff < 1e-2, "{st:?}");
+}
+
 proptest! {
     /// On any data: residual rows exact, quantized rows within scale/2, accounting matches the
     /// quantizer's stored groups.
@@ -331,14 +362,16 @@ proptest! {
         if nk > 0 {
             let q = quantize(&head(&k, nk), &cfg.key_quant()).unwrap();
             prop_assert_eq!(res.bytes.keys.groups, q.scales().len() as u64);
-            prop_assert!(res.key_stats.unwrap().worst_bound_use <= 1.0 + 1e-5);
+            let st = res.key_stats.unwrap();
+            prop_assert!(st.worst_bound_use <= 1.0 + st.roundoff, "{:?}", st);
         } else {
             prop_assert!(res.key_stats.is_none());
         }
         if nv > 0 {
             let q = quantize(&head(&v, nv), &cfg.value_quant()).unwrap();
             prop_assert_eq!(res.bytes.values.groups, q.scales().len() as u64);
-            prop_assert!(res.value_stats.unwrap().worst_bound_use <= 1.0 + 1e-5);
+            let st = res.value_stats.unwrap();
+            prop_assert!(st.worst_bound_use <= 1.0 + st.roundoff, "{:?}", st);
         }
     }
 }

@@ -159,6 +159,7 @@ fn reference_stats(x: &Matrix, q: &Quantized, hat: &[f32]) -> ErrorStats {
         },
         expected_mse: exp / n,
         worst_bound_use: worst,
+        roundoff: q.roundoff(),
         // byte accounting is not what this file tests
         compression_ratio: st.compression_ratio,
         compression_ratio_no_meta: st.compression_ratio_no_meta,
