@@ -25,7 +25,7 @@
 
 use kvlab::lab::Lab;
 use kvlab::policy::{sweep, Policy};
-use kvlab::quant::{error_stats, quantize, QuantConfig, Scheme};
+use kvlab::quant::{error_stats, quantize, quantize_reusing, QuantConfig, Scheme};
 use kvlab::select::{h2o, observation_scores, snapkv, Pooling};
 use kvlab::state::{Method, Settings};
 use kvlab::synth::{attention, keys, values, AttentionPreset, AttentionSpec, KvSpec};
@@ -119,6 +119,23 @@ fn main() {
                     black_box(error_stats(&k, &q));
                     black_box(hat);
                 }),
+            ),
+            (
+                // what the page does on every quantization change (see `Lab`): the codes and
+                // x_hat written into buffers kept from the previous call
+                "quantize+dequantize+stats/reused (4-bit)",
+                {
+                    let mut codes = Vec::new();
+                    let mut hat = vec![0f32; k.data().len()];
+                    time(runs, || {
+                        let q = quantize_reusing(black_box(&k), &cfg, std::mem::take(&mut codes))
+                            .expect("quantize");
+                        q.dequantize_into(&mut hat);
+                        black_box(error_stats(&k, &q));
+                        black_box(&hat);
+                        codes = q.into_codes();
+                    })
+                },
             ),
             (
                 "h2o (B=T/8, r=T/32)",

@@ -808,9 +808,40 @@ pub struct Lab {
     rmse_memo: RmseMemo,
     compare_cache: CompareCache,
     select_cache: SelectCache,
+    /// The buffers of the quantization view last replaced, filled again by the next one.
+    spare: QuantBuffers,
     data_id: u64,
     /// Staged and not yet completed: the comparison and KIVI are placeholders.
     pending: bool,
+}
+
+/// The tensor-sized buffers of a [`QuantView`] (codes, `|x - x_hat|`, per-row errors). The lab
+/// keeps the last replaced view's set and quantizes into it, so moving a quantization control
+/// allocates none of them (at 32,768 x 128 each of the first two is 16 MiB: allocated afresh,
+/// the system hands the pages back and faults them in again on every change).
+#[derive(Debug, Default)]
+struct QuantBuffers {
+    codes: Vec<i32>,
+    abs_err: Vec<f32>,
+    rows: Vec<RowError>,
+}
+
+/// A cloned lab starts without spare buffers: they hold nothing any view needs.
+impl Clone for QuantBuffers {
+    fn clone(&self) -> Self {
+        QuantBuffers::default()
+    }
+}
+
+impl QuantView {
+    /// Its buffers, for the next view to fill.
+    fn into_buffers(self) -> QuantBuffers {
+        QuantBuffers {
+            codes: self.quantized.into_codes(),
+            abs_err: self.abs_err,
+            rows: self.rows,
+        }
+    }
 }
 
 /// A new identity for data put into a lab (see [`Lab::data_id`]).
@@ -864,19 +895,26 @@ fn quant_config(s: &Settings) -> QuantConfig {
 
 /// The quantization section on `data` with `s`; `memo` holds RMSEs already computed on this
 /// data (see [`RmseMemo`]) and gains this view's.
-fn quant_view(data: &Data, s: &Settings, memo: &mut RmseMemo) -> Result<QuantView, LabError> {
+/// The buffers in `spare` are filled (see [`QuantBuffers`]).
+fn quant_view(
+    data: &Data,
+    s: &Settings,
+    memo: &mut RmseMemo,
+    spare: QuantBuffers,
+) -> Result<QuantView, LabError> {
     let config = quant_config(s);
     let x = match s.tensor {
         KvPick::K => &data.keys,
         KvPick::V => &data.values,
     };
-    let quantized = quantize(x, &config)?;
+    let quantized = crate::quant::quantize_reusing(x, &config, spare.codes)?;
     // One pass for the statistics, the per-group and per-row bounds and |x - x_hat|.
     let analysis =
-        crate::quant::analyze(x, &quantized, 2, s.meta).map_err(|e| LabError::Range {
-            field: "file",
-            message: e.to_string(),
-        })?;
+        crate::quant::analyze_reusing(x, &quantized, 2, s.meta, spare.abs_err, spare.rows)
+            .map_err(|e| LabError::Range {
+                field: "file",
+                message: e.to_string(),
+            })?;
     let crate::quant::Analysis {
         stats,
         groups,
@@ -1452,7 +1490,7 @@ impl Lab {
     ) -> Result<Lab, LabError> {
         progress(Stage::Quantization);
         let mut rmse_memo = RmseMemo::default();
-        let quant = quant_view(&data, &settings, &mut rmse_memo)?;
+        let quant = quant_view(&data, &settings, &mut rmse_memo, QuantBuffers::default())?;
         progress(Stage::Selection);
         let mut select_cache = SelectCache::default();
         let select = select_view(&data, &settings, &mut select_cache)?;
@@ -1504,6 +1542,7 @@ impl Lab {
             rmse_memo,
             compare_cache,
             select_cache,
+            spare: QuantBuffers::default(),
             data_id: next_data_id(),
             pending: staged,
         })
@@ -1549,7 +1588,13 @@ impl Lab {
         };
         let new_quant = if regenerate || qkey != self.quant.key {
             progress(Stage::Quantization);
-            Some(quant_view(data, s, &mut rmse_memo)?)
+            // On an error the buffers are dropped with it; the next change allocates anew.
+            Some(quant_view(
+                data,
+                s,
+                &mut rmse_memo,
+                std::mem::take(&mut self.spare),
+            )?)
         } else {
             None
         };
@@ -1606,7 +1651,7 @@ impl Lab {
             self.data_id = next_data_id();
         }
         if let Some(q) = new_quant {
-            self.quant = q;
+            self.spare = std::mem::replace(&mut self.quant, q).into_buffers();
         }
         if let Some(v) = new_select {
             self.select = v;
@@ -2030,6 +2075,37 @@ mod tests {
             assert_eq!(lab.select().scores, fresh.select().scores);
             assert_eq!(lab.quant().abs_err, fresh.quant().abs_err);
         }
+    }
+
+    /// A quantization change fills the buffers of the view before last: after two changes
+    /// the codes and `|x - x_hat|` are back in the first view's allocations, and the view is
+    /// the one a fresh lab computes.
+    #[test]
+    fn quantization_changes_reuse_the_replaced_views_buffers() {
+        let mut s = Settings::default();
+        let mut lab = Lab::new(s.clone()).unwrap();
+        let first = (
+            lab.quant().quantized.codes().as_ptr(),
+            lab.quant().abs_err.as_ptr(),
+        );
+        s.bits = 3;
+        lab.update(&s).unwrap();
+        s.bits = 5;
+        lab.update(&s).unwrap();
+        let third = (
+            lab.quant().quantized.codes().as_ptr(),
+            lab.quant().abs_err.as_ptr(),
+        );
+        assert_eq!(first, third);
+        let fresh = Lab::new(s.clone()).unwrap();
+        assert_eq!(lab.figures(), fresh.figures());
+        assert_eq!(lab.quant().abs_err, fresh.quant().abs_err);
+        assert_eq!(lab.quant().quantized, fresh.quant().quantized);
+        // a clone starts without spare buffers and still updates to the same view
+        let mut copy = lab.clone();
+        s.bits = 2;
+        copy.update(&s).unwrap();
+        assert_eq!(copy.figures(), Lab::new(s.clone()).unwrap().figures());
     }
 
     /// Everything a lab shows, for comparing two labs.

@@ -493,7 +493,28 @@ fn group_extremes(x: View<'_>, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, boo
 /// assert_eq!(q.dequantize().data(), &[2.0, -3.0, 0.0]);
 /// ```
 pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantError> {
-    quantize_view(View::head(x, x.rows()), config)
+    quantize_view(View::head(x, x.rows()), config, Vec::new())
+}
+
+/// [`quantize`], writing the codes into `codes` (its contents are dropped, its capacity kept):
+/// give it [`Quantized::into_codes`] of a tensor no longer needed and a repeated quantization
+/// of the same shape allocates no code buffer. The result is the same as [`quantize`]'s.
+///
+/// ```
+/// use kvlab::quant::{quantize, quantize_reusing, QuantConfig};
+/// use kvlab::Matrix;
+/// let x = Matrix::new(2, 2, vec![1.0, -2.0, 0.5, 4.0]).unwrap();
+/// let q4 = quantize(&x, &QuantConfig::per_channel_symmetric(4)).unwrap();
+/// let codes = q4.into_codes();
+/// let q3 = quantize_reusing(&x, &QuantConfig::per_channel_symmetric(3), codes).unwrap();
+/// assert_eq!(q3, quantize(&x, &QuantConfig::per_channel_symmetric(3)).unwrap());
+/// ```
+pub fn quantize_reusing(
+    x: &Matrix,
+    config: &QuantConfig,
+    codes: Vec<i32>,
+) -> Result<Quantized, QuantError> {
+    quantize_view(View::head(x, x.rows()), config, codes)
 }
 
 /// [`quantize`] of the first `n` rows of `x` (`1..=rows`; more is taken as all), without copying
@@ -503,10 +524,14 @@ pub(crate) fn quantize_head(
     n: usize,
     config: &QuantConfig,
 ) -> Result<Quantized, QuantError> {
-    quantize_view(View::head(x, n.max(1)), config)
+    quantize_view(View::head(x, n.max(1)), config, Vec::new())
 }
 
-fn quantize_view(x: View<'_>, config: &QuantConfig) -> Result<Quantized, QuantError> {
+fn quantize_view(
+    x: View<'_>,
+    config: &QuantConfig,
+    codes: Vec<i32>,
+) -> Result<Quantized, QuantError> {
     let range = QuantConfig::bits_range(config.scheme);
     if !range.contains(&config.bits) {
         return Err(QuantError::Bits {
@@ -578,10 +603,10 @@ fn quantize_view(x: View<'_>, config: &QuantConfig) -> Result<Quantized, QuantEr
         }
     }
     let codes = encode(
+        codes,
         x,
         &layout,
-        config.scheme,
-        qmax,
+        config,
         &scales,
         &zero_points,
         &constant,
@@ -602,20 +627,23 @@ fn quantize_view(x: View<'_>, config: &QuantConfig) -> Result<Quantized, QuantEr
 /// Column layouts load the per-column scale, zero point and constant flag once per block of
 /// rows; per-token runs take theirs as scalars. Either way the inner loop is a straight pass
 /// over contiguous arrays (it vectorises). Each row is encoded into a buffer and appended, so
-/// the codes are written once (no zero fill first).
+/// the codes are written once (no zero fill first), into `codes` (cleared first, its capacity
+/// reused).
 fn encode(
+    mut codes: Vec<i32>,
     x: View<'_>,
     layout: &GroupLayout,
-    scheme: Scheme,
-    qmax: i64,
+    config: &QuantConfig,
     scales: &[f32],
     zero_points: &[i64],
     constant: &[bool],
 ) -> Vec<i32> {
     let cols = x.cols();
-    let mut codes = Vec::with_capacity(x.data().len());
+    codes.clear();
+    codes.reserve(x.data().len());
     let mut buf = vec![0i32; cols];
-    let qmax = qmax as f64;
+    let scheme = config.scheme;
+    let qmax = config.qmax() as f64;
     let scale_of = |g: usize| f64::from(scales.get(g).copied().unwrap_or(0.0));
     let zp_of = |g: usize| zero_points.get(g).copied().unwrap_or(0) as f64;
     let const_of = |g: usize| constant.get(g).copied().unwrap_or(false);
@@ -744,6 +772,11 @@ impl Quantized {
     /// One zero point per group for asymmetric quantization; empty for symmetric (none stored).
     pub fn zero_points(&self) -> &[i64] {
         &self.zero_points
+    }
+
+    /// The code buffer, for [`quantize_reusing`] to fill again.
+    pub fn into_codes(self) -> Vec<i32> {
+        self.codes
     }
 
     /// The bounds' relative round-off allowance: [`ErrorStats::roundoff`].
@@ -1540,10 +1573,25 @@ pub fn analyze(
     source_bytes: u64,
     meta: MetaDtype,
 ) -> Result<Analysis, ShapeMismatch> {
+    analyze_reusing(x, q, source_bytes, meta, Vec::new(), Vec::new())
+}
+
+/// [`analyze`], writing `|x - x_hat|` into `abs_err` and the rows into `rows` (their contents
+/// are dropped, their capacity kept): give it the buffers of an [`Analysis`] no longer needed
+/// and a repeated analysis of the same shape allocates no large buffer. The result is the same
+/// as [`analyze`]'s.
+pub fn analyze_reusing(
+    x: &Matrix,
+    q: &Quantized,
+    source_bytes: u64,
+    meta: MetaDtype,
+    mut abs_err: Vec<f32>,
+    mut rows: Vec<RowError>,
+) -> Result<Analysis, ShapeMismatch> {
     let x = View::head(x, x.rows());
     check_shape(x, q)?;
-    let mut abs_err = Vec::new();
-    let mut rows = Vec::new();
+    abs_err.clear();
+    rows.clear();
     let pass = error_pass::<true>(x, q, &mut abs_err, &mut rows);
     let stats = pass.stats(x, q, source_bytes, meta);
     let groups = pass

@@ -388,4 +388,26 @@ proptest! {
         let want: Vec<f32> = x.data().iter().zip(hat.data()).map(|(a, b)| (a - b).abs()).collect();
         prop_assert_eq!(a.abs_err, want);
     }
+
+    /// Quantizing and analysing into buffers left over from another tensor (any size, any
+    /// contents) gives what fresh buffers give.
+    #[test]
+    fn reused_buffers_give_the_same_results(
+        x in matrix(10, 7),
+        old in matrix(12, 9),
+        c in config(),
+        c_old in config(),
+    ) {
+        let c = fit_group(&x, c);
+        let c_old = fit_group(&old, c_old);
+        let prev_q = quantize(&old, &c_old).unwrap();
+        let prev = kvlab::quant::analyze(&old, &prev_q, 2, kvlab::quant::MetaDtype::F16).unwrap();
+        let q = kvlab::quant::quantize_reusing(&x, &c, prev_q.into_codes()).unwrap();
+        prop_assert_eq!(&q, &quantize(&x, &c).unwrap());
+        let a = kvlab::quant::analyze_reusing(
+            &x, &q, 2, kvlab::quant::MetaDtype::F16, prev.abs_err, prev.rows,
+        )
+        .unwrap();
+        prop_assert_eq!(a, kvlab::quant::analyze(&x, &q, 2, kvlab::quant::MetaDtype::F16).unwrap());
+    }
 }
