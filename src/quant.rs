@@ -602,15 +602,7 @@ fn quantize_view(
             *zp = round_to_i64(-f64::from(mn) / f64::from(s));
         }
     }
-    let codes = encode(
-        codes,
-        x,
-        &layout,
-        config,
-        &scales,
-        &zero_points,
-        &constant,
-    );
+    let codes = encode(codes, x, &layout, config, &scales, &zero_points, &constant);
     Ok(Quantized {
         config: *config,
         layout,

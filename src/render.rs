@@ -205,6 +205,10 @@ fn states(lab: &Lab) -> Vec<TokenState> {
 /// The attention heatmap's pooled grid, kept between draws: it depends only on the data and the
 /// canvas size, while B, r and the method only move the marks. At W2 (64 x 32,768) pooling is
 /// most of the chart's time.
+///
+/// It also keeps the two colourings of that grid ([`chart::AttentionLayers`]): they depend on
+/// the pool and the style, so a selection change only copies pixel columns from one or the
+/// other.
 #[derive(Debug, Default)]
 pub struct AttentionCache {
     /// (data id, plot width, plot height, strip height) of `pooled`.
@@ -213,7 +217,20 @@ pub struct AttentionCache {
     /// The data id of `max`, the largest weight.
     max_of: Option<u64>,
     max: f32,
+    /// `pooled`'s key, the colour map, the range's top (bits) and the dimming (background and
+    /// fade, bits) of `layers`.
+    layers_key: Option<LayersKey>,
+    layers: chart::AttentionLayers,
 }
+
+/// What [`AttentionCache::layers`] were built from.
+type LayersKey = (
+    (u64, u32, u32, u32),
+    chart::Colormap,
+    u32,
+    (u8, u8, u8),
+    u32,
+);
 
 /// How attention weights are shown: `sqrt(max(a, 0))`, so small but real attention stays
 /// visible (monotone, so it commutes with max-pooling).
@@ -273,16 +290,27 @@ pub fn attention_heatmap<DB: DrawingBackend>(
         strip_px: strip,
         ..AttentionMarks::new(&st, style)
     };
-    let rgba = chart::attention_heatmap_rgba_pooled(
-        &cache.pooled,
-        a.cols(),
-        rect.w,
-        rect.h,
+    let bg = marks.dim_toward;
+    let layers_key = (
+        key,
         style.colormap,
-        (0.0, hi),
-        &marks,
-        shown_weight,
-    )?;
+        hi.to_bits(),
+        (bg.0, bg.1, bg.2),
+        marks.dim.to_bits(),
+    );
+    if cache.layers_key != Some(layers_key) {
+        cache.layers = chart::AttentionLayers::new(
+            &cache.pooled,
+            rect.w,
+            rect.h,
+            style.colormap,
+            (0.0, hi),
+            &marks,
+            shown_weight,
+        )?;
+        cache.layers_key = Some(layers_key);
+    }
+    let rgba = cache.layers.compose(&marks, a.cols())?;
     Ok(Pixels { rect, rgba })
 }
 
@@ -570,6 +598,19 @@ mod tests {
             );
         }
         assert_ne!(first, draw(&lab, &mut cache), "new data, new pixels");
+        // another theme on the same data and size: the cached colourings are rebuilt
+        let dark = ChartStyle::dark();
+        let draw_dark = |lab: &Lab, cache: &mut AttentionCache| {
+            let mut svg = String::new();
+            let root = SVGBackend::with_string(&mut svg, (420, 220)).into_drawing_area();
+            attention_heatmap(&root, lab, &l, &dark, cache)
+                .unwrap()
+                .rgba
+        };
+        let light = draw(&lab, &mut cache);
+        let themed = draw_dark(&lab, &mut cache);
+        assert_ne!(light, themed);
+        assert_eq!(themed, draw_dark(&lab, &mut AttentionCache::default()));
     }
 
     #[test]

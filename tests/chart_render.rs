@@ -1388,6 +1388,88 @@ fn degenerate_inputs_never_panic() {
     });
 }
 
+/// Layers built once and composed for many selections (what the page does on B, r and method
+/// changes) give, pixel for pixel, a reference written from the documented rules: the strip in
+/// each pixel column's most important state colour; below it the colour map, and in dropped
+/// columns the grey of equal luminance faded 60% toward the background.
+#[test]
+fn attention_layers_compose_the_documented_pixels() {
+    use TokenState::*;
+    let style = ChartStyle::dark();
+    let (rows, cols) = (5usize, 37usize);
+    let values: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 997) as f32 / 997.0)
+        .collect();
+    for (w, h, strip) in [(20u32, 11u32, 3u32), (37, 5, 0), (90, 12, 2), (4, 4, 4)] {
+        let base = vec![Dropped; cols];
+        let mut marks = AttentionMarks::new(&base, &style);
+        marks.strip_px = strip;
+        let pooled = pool_attention(&values, rows, cols, w, h, strip).unwrap();
+        let layers =
+            AttentionLayers::new(&pooled, w, h, Colormap::Cividis, (0.0, 1.0), &marks, |v| v)
+                .unwrap();
+        let (wu, hu, su) = (w as usize, h as usize, (strip as usize).min(h as usize));
+        // the colour map of the pooled grid itself (pooling a grid to its own size is exact)
+        let plain = heatmap_rgba(
+            &pooled,
+            hu - su,
+            wu,
+            w,
+            h - su.min(hu) as u32,
+            Colormap::Cividis,
+            (0.0, 1.0),
+        )
+        .unwrap();
+        for k in 0..6usize {
+            let states: Vec<TokenState> = (0..cols)
+                .map(|c| [Sink, Dropped, Heavy, Recent, Dropped, Dropped][(c * (k + 1) + k) % 6])
+                .collect();
+            let marks = AttentionMarks {
+                strip_px: strip,
+                ..AttentionMarks::new(&states, &style)
+            };
+            let got = layers.compose(&marks, cols).unwrap();
+            assert_eq!(got.len(), wu * hu * 4);
+            for x in 0..wu {
+                let (a, b) = (
+                    x * cols / wu,
+                    ((x + 1) * cols / wu).max(x * cols / wu + 1).min(cols),
+                );
+                let st = states[a.min(cols - 1)..b].iter().copied().max().unwrap();
+                for y in 0..hu {
+                    let i = (y * wu + x) * 4;
+                    let want: [u8; 4] = if y < su {
+                        let c = style.states.of(st);
+                        [c.0, c.1, c.2, 255]
+                    } else {
+                        let j = ((y - su) * wu + x) * 4;
+                        let p = [plain[j], plain[j + 1], plain[j + 2], plain[j + 3]];
+                        if st != Dropped || p[3] == 0 {
+                            p
+                        } else {
+                            let grey = 0.2126 * f32::from(p[0])
+                                + 0.7152 * f32::from(p[1])
+                                + 0.0722 * f32::from(p[2]);
+                            let bg = style.background;
+                            let f = |t: u8| (grey * 0.4 + f32::from(t) * 0.6).round() as u8;
+                            [f(bg.0), f(bg.1), f(bg.2), 255]
+                        }
+                    };
+                    assert_eq!(
+                        &got[i..i + 4],
+                        &want,
+                        "{w}x{h} strip {strip} k {k} at ({x}, {y})"
+                    );
+                }
+            }
+        }
+        // wrong state count: refused
+        assert!(layers
+            .compose(&AttentionMarks::new(&base[1..], &style), cols)
+            .is_err());
+    }
+}
+
 /// Pooling the raw weights once and mapping the pooled pixels (what the page does, caching the
 /// pool between selection changes) gives exactly the pixels of mapping every weight first.
 #[test]

@@ -13,7 +13,7 @@
 //! the grid, each pixel takes the cell it falls in (nearest, no interpolation). Pooling is
 //! separable and streams the input once: `O(rows·cols + out_w·out_h)`.
 
-use super::downsample::{cell_range, top_state};
+use super::downsample::{cell_range, state_runs};
 use super::layout::{axes, begin, draw_err, index_text, rect_of, tick_text, usable_range, Axes};
 use super::select_charts::StateLabels;
 use super::{ChartError, ChartStyle, Colormap, PixelRect, StateColors, TokenState};
@@ -382,21 +382,138 @@ pub fn attention_heatmap_rgba_pooled(
     shown: fn(f32) -> f32,
 ) -> Result<Vec<u8>, ChartError> {
     check_states(marks, cols)?;
-    check_out(out_w, out_h)?;
-    let (w, h) = (out_w as usize, out_h as usize);
-    if w == 0 || h == 0 {
-        return Ok(Vec::new());
+    AttentionLayers::new(pooled, out_w, out_h, colormap, range, marks, shown)?.compose(marks, cols)
+}
+
+/// The attention heatmap below its strip in two colourings of the same pooled grid: as the
+/// colour map shows it (`kept`) and as a dropped column shows it (`dropped`: desaturated and
+/// faded). A selection change only chooses, per pixel column, which of the two to copy, so the
+/// page builds the layers once per data, canvas size and style
+/// ([`AttentionLayers::compose`]). Composing gives exactly [`attention_heatmap_rgba_pooled`]'s
+/// pixels.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttentionLayers {
+    w: usize,
+    h: usize,
+    strip: usize,
+    kept: Vec<u8>,
+    dropped: Vec<u8>,
+}
+
+impl AttentionLayers {
+    /// The layers of a pooled grid (see [`attention_heatmap_rgba_pooled`] for the arguments);
+    /// of `marks`, only `strip_px`, `dim` and `dim_toward` are used (the states and their
+    /// colours come with [`AttentionLayers::compose`]).
+    ///
+    /// Errors: `pooled` is not `out_w x (out_h - strip_px)`; too many pixels.
+    pub fn new(
+        pooled: &[f32],
+        out_w: u32,
+        out_h: u32,
+        colormap: Colormap,
+        range: (f32, f32),
+        marks: &AttentionMarks,
+        shown: fn(f32) -> f32,
+    ) -> Result<Self, ChartError> {
+        check_out(out_w, out_h)?;
+        let (w, h) = (out_w as usize, out_h as usize);
+        if w == 0 || h == 0 {
+            return Ok(Self::default());
+        }
+        let strip = (marks.strip_px as usize).min(h);
+        check_grid(pooled.len(), h - strip, w, "pooled")?;
+        // A pixel covering no cell stays "no value" (it is not a value to map).
+        let mapped: Vec<f32> = pooled
+            .iter()
+            .map(|&v| if v == f32::NEG_INFINITY { v } else { shown(v) })
+            .collect();
+        let mut kept = vec![0u8; w * (h - strip) * 4];
+        colorize(&mapped, colormap.lut(), &Scale::new(range), &mut kept);
+        let mut dropped = kept.clone();
+        dim_pixels(&mut dropped, marks);
+        Ok(Self {
+            w,
+            h,
+            strip,
+            kept,
+            dropped,
+        })
     }
-    let strip = (marks.strip_px as usize).min(h);
-    check_grid(pooled.len(), h - strip, w, "pooled")?;
-    // A pixel covering no cell stays "no value" (it is not a value to map).
-    let mapped: Vec<f32> = pooled
-        .iter()
-        .map(|&v| if v == f32::NEG_INFINITY { v } else { shown(v) })
-        .collect();
-    Ok(attention_pixels(
-        &mapped, cols, w, h, colormap, range, marks,
-    ))
+
+    /// The heatmap's pixels (`out_w x out_h` RGBA) for the states in `marks` over `cols` key
+    /// tokens: the strip in each pixel column's state colour, then each column copied from the
+    /// `dropped` layer if its state is dropped, else from `kept`.
+    ///
+    /// Errors: `marks.states.len() != cols`.
+    pub fn compose(&self, marks: &AttentionMarks, cols: usize) -> Result<Vec<u8>, ChartError> {
+        check_states(marks, cols)?;
+        let (w, h, strip) = (self.w, self.h, self.strip);
+        if w == 0 || h == 0 {
+            return Ok(Vec::new());
+        }
+        let buckets: Vec<Range<usize>> = (0..w)
+            .map(|px| {
+                if cols == 0 {
+                    0..0
+                } else {
+                    cell_range(px, cols, w)
+                }
+            })
+            .collect();
+        let runs = state_runs(marks.states, &buckets);
+        let mut out = vec![0u8; w * h * 4];
+        let (strip_bytes, heat_bytes) = out.split_at_mut(w * strip * 4);
+        let mut first = Vec::with_capacity(w * 4);
+        for &(a, b, st) in &runs {
+            let c = marks.colors.of(st);
+            for _ in a..b {
+                first.extend_from_slice(&[c.0, c.1, c.2, 255]);
+            }
+        }
+        for row in strip_bytes.chunks_exact_mut(w * 4) {
+            row.copy_from_slice(&first);
+        }
+        for ((row, kept), dropped) in heat_bytes
+            .chunks_exact_mut(w * 4)
+            .zip(self.kept.chunks_exact(w * 4))
+            .zip(self.dropped.chunks_exact(w * 4))
+        {
+            for &(a, b, st) in &runs {
+                let src = if st == TokenState::Dropped {
+                    dropped
+                } else {
+                    kept
+                };
+                row[a * 4..b * 4].copy_from_slice(&src[a * 4..b * 4]);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Dropped columns' colouring, in place: each opaque pixel desaturated to the grey of equal
+/// luminance and faded by `marks.dim` (clamped to `0..=1`, NaN as 0) toward `marks.dim_toward`.
+fn dim_pixels(rgba: &mut [u8], marks: &AttentionMarks) {
+    let dim = if marks.dim.is_nan() {
+        0.0
+    } else {
+        marks.dim.clamp(0.0, 1.0)
+    };
+    let toward = [
+        f32::from(marks.dim_toward.0),
+        f32::from(marks.dim_toward.1),
+        f32::from(marks.dim_toward.2),
+    ];
+    for px in rgba.chunks_exact_mut(4) {
+        if px[3] == 0 {
+            continue;
+        }
+        let grey =
+            0.2126 * f32::from(px[0]) + 0.7152 * f32::from(px[1]) + 0.0722 * f32::from(px[2]);
+        for (c, t) in px[..3].iter_mut().zip(toward) {
+            *c = (grey * (1.0 - dim) + t * dim).round().clamp(0.0, 255.0) as u8;
+        }
+    }
 }
 
 /// Max-pools a `rows x cols` attention grid to the `out_w x (out_h - strip_px)` pixels of its
@@ -414,60 +531,6 @@ pub fn pool_attention(
     let (w, h) = (out_w as usize, out_h as usize);
     let strip = (strip_px as usize).min(h);
     Ok(pool(values, rows, cols, w, h - strip, false))
-}
-
-/// The attention heatmap's pixels from a pooled grid (strip, colours, dimmed dropped columns).
-fn attention_pixels(
-    pooled: &[f32],
-    cols: usize,
-    w: usize,
-    h: usize,
-    colormap: Colormap,
-    range: (f32, f32),
-    marks: &AttentionMarks,
-) -> Vec<u8> {
-    let strip = (marks.strip_px as usize).min(h);
-    let col_state: Vec<TokenState> = (0..w)
-        .map(|px| {
-            if cols == 0 {
-                TokenState::Dropped
-            } else {
-                top_state(&marks.states[cell_range(px, cols, w)])
-            }
-        })
-        .collect();
-    let mut out = vec![0u8; w * h * 4];
-    let (strip_bytes, heat_bytes) = out.split_at_mut(w * strip * 4);
-    for row in strip_bytes.chunks_exact_mut(w * 4) {
-        for (px, s) in row.chunks_exact_mut(4).zip(&col_state) {
-            let c = marks.colors.of(*s);
-            px.copy_from_slice(&[c.0, c.1, c.2, 255]);
-        }
-    }
-    colorize(pooled, colormap.lut(), &Scale::new(range), heat_bytes);
-    let dim = if marks.dim.is_nan() {
-        0.0
-    } else {
-        marks.dim.clamp(0.0, 1.0)
-    };
-    let toward = [
-        f32::from(marks.dim_toward.0),
-        f32::from(marks.dim_toward.1),
-        f32::from(marks.dim_toward.2),
-    ];
-    for row in heat_bytes.chunks_exact_mut(w * 4) {
-        for (px, s) in row.chunks_exact_mut(4).zip(&col_state) {
-            if *s != TokenState::Dropped || px[3] == 0 {
-                continue;
-            }
-            let grey =
-                0.2126 * f32::from(px[0]) + 0.7152 * f32::from(px[1]) + 0.0722 * f32::from(px[2]);
-            for (c, t) in px[..3].iter_mut().zip(toward) {
-                *c = (grey * (1.0 - dim) + t * dim).round().clamp(0.0, 255.0) as u8;
-            }
-        }
-    }
-    out
 }
 
 /// A colour bar beside a heatmap frame.
