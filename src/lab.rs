@@ -805,7 +805,7 @@ pub struct Lab {
     kivi: (KiviConfig, KiviFigures),
     figures: Figures,
     files: Vec<LoadedFile>,
-    rmse_memo: RmseMemo,
+    data_memo: DataMemo,
     compare_cache: CompareCache,
     select_cache: SelectCache,
     /// The buffers of the quantization view last replaced, filled again by the next one.
@@ -851,19 +851,25 @@ fn next_data_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// RMSEs already computed on the current data, by quantization config and tensor. The "one bit
-/// fewer" lever of a config is usually the RMSE of a config the page showed a moment ago (a
-/// bits slider moves by one), so it is looked up here before quantizing again. Cleared with the
-/// data; a few dozen entries at most.
+/// Figures already computed on the current data, cleared with it:
+/// * RMSEs by quantization config and tensor. The "one bit fewer" lever of a config is usually
+///   the RMSE of a config the page showed a moment ago (a bits slider moves by one), so it is
+///   looked up here before quantizing again; a few dozen entries at most.
+/// * The channel shown by default for each tensor (the one with the largest `|x|`): finding it
+///   reads the whole tensor, and it does not depend on any quantization control.
 #[derive(Debug, Clone, Default)]
-struct RmseMemo(Vec<(QuantConfig, KvPick, f64)>);
+struct DataMemo {
+    rmse: Vec<(QuantConfig, KvPick, f64)>,
+    /// Keys, values.
+    channel: [Option<usize>; 2],
+}
 
-impl RmseMemo {
+impl DataMemo {
     /// Entries kept (oldest dropped first): every bit width of both schemes and tensors fits.
     const CAPACITY: usize = 64;
 
     fn get(&self, config: &QuantConfig, tensor: KvPick) -> Option<f64> {
-        self.0
+        self.rmse
             .iter()
             .find(|(c, t, _)| c == config && *t == tensor)
             .map(|&(_, _, r)| r)
@@ -873,10 +879,25 @@ impl RmseMemo {
         if self.get(&config, tensor).is_some() {
             return;
         }
-        if self.0.len() >= Self::CAPACITY {
-            self.0.remove(0);
+        if self.rmse.len() >= Self::CAPACITY {
+            self.rmse.remove(0);
         }
-        self.0.push((config, tensor, rmse));
+        self.rmse.push((config, tensor, rmse));
+    }
+
+    /// The default channel of `x` (the tensor `tensor`): the largest `max |x|`, the lowest
+    /// index on a tie.
+    fn channel(&mut self, x: &Matrix, tensor: KvPick) -> usize {
+        let slot = &mut self.channel[match tensor {
+            KvPick::K => 0,
+            KvPick::V => 1,
+        }];
+        *slot.get_or_insert_with(|| {
+            let max_abs = col_max_abs(x);
+            (0..x.cols())
+                .max_by(|&a, &b| max_abs[a].total_cmp(&max_abs[b]).then(b.cmp(&a)))
+                .unwrap_or(0)
+        })
     }
 }
 
@@ -894,12 +915,12 @@ fn quant_config(s: &Settings) -> QuantConfig {
 }
 
 /// The quantization section on `data` with `s`; `memo` holds RMSEs already computed on this
-/// data (see [`RmseMemo`]) and gains this view's.
+/// data (see [`DataMemo`]) and gains this view's.
 /// The buffers in `spare` are filled (see [`QuantBuffers`]).
 fn quant_view(
     data: &Data,
     s: &Settings,
-    memo: &mut RmseMemo,
+    memo: &mut DataMemo,
     spare: QuantBuffers,
 ) -> Result<QuantView, LabError> {
     let config = quant_config(s);
@@ -932,12 +953,7 @@ fn quant_view(
                 ),
             })
         }
-        None => {
-            let max_abs = col_max_abs(x);
-            (0..x.cols())
-                .max_by(|&a, &b| max_abs[a].total_cmp(&max_abs[b]).then(b.cmp(&a)))
-                .unwrap_or(0)
-        }
+        None => memo.channel(x, s.tensor),
     };
     let channel_values = x.column(channel).unwrap_or_default();
     let (mn, mx) = channel_values
@@ -1489,8 +1505,8 @@ impl Lab {
         staged: bool,
     ) -> Result<Lab, LabError> {
         progress(Stage::Quantization);
-        let mut rmse_memo = RmseMemo::default();
-        let quant = quant_view(&data, &settings, &mut rmse_memo, QuantBuffers::default())?;
+        let mut data_memo = DataMemo::default();
+        let quant = quant_view(&data, &settings, &mut data_memo, QuantBuffers::default())?;
         progress(Stage::Selection);
         let mut select_cache = SelectCache::default();
         let select = select_view(&data, &settings, &mut select_cache)?;
@@ -1539,7 +1555,7 @@ impl Lab {
             kivi: (kivi_cfg, kivi),
             figures,
             files: Vec::new(),
-            rmse_memo,
+            data_memo,
             compare_cache,
             select_cache,
             spare: QuantBuffers::default(),
@@ -1581,10 +1597,10 @@ impl Lab {
             meta: s.meta,
         };
         // Committed with the rest below: on an error the lab keeps its old memo.
-        let mut rmse_memo = if regenerate {
-            RmseMemo::default()
+        let mut data_memo = if regenerate {
+            DataMemo::default()
         } else {
-            self.rmse_memo.clone()
+            self.data_memo.clone()
         };
         let new_quant = if regenerate || qkey != self.quant.key {
             progress(Stage::Quantization);
@@ -1592,7 +1608,7 @@ impl Lab {
             Some(quant_view(
                 data,
                 s,
-                &mut rmse_memo,
+                &mut data_memo,
                 std::mem::take(&mut self.spare),
             )?)
         } else {
@@ -1667,7 +1683,7 @@ impl Lab {
         }
         self.figures = figures;
         self.settings = s.clone();
-        self.rmse_memo = rmse_memo;
+        self.data_memo = data_memo;
         self.pending = false;
         Ok(&self.figures)
     }
@@ -2074,6 +2090,46 @@ mod tests {
             assert_eq!(lab.compare().selections, fresh.compare().selections);
             assert_eq!(lab.select().scores, fresh.select().scores);
             assert_eq!(lab.quant().abs_err, fresh.quant().abs_err);
+        }
+    }
+
+    /// Without a chosen channel the quantization section shows the one with the largest `|x|`
+    /// (lowest index on a tie), per tensor, and finds it again for new data (it is memoised).
+    #[test]
+    fn the_default_channel_has_the_largest_magnitude() {
+        let argmax = |x: &Matrix| {
+            let mut best = (0usize, -1f32);
+            for c in 0..x.cols() {
+                let m = x
+                    .column(c)
+                    .unwrap()
+                    .iter()
+                    .fold(0f32, |m, v| m.max(v.abs()));
+                if m > best.1 {
+                    best = (c, m);
+                }
+            }
+            best.0
+        };
+        let mut s = Settings::default();
+        let mut lab = Lab::new(s.clone()).unwrap();
+        assert_eq!(s.channel, None);
+        assert_eq!(lab.figures().quant.channel, argmax(&lab.data().keys));
+        s.tensor = KvPick::V;
+        lab.update(&s).unwrap();
+        assert_eq!(lab.figures().quant.channel, argmax(&lab.data().values));
+        s.tensor = KvPick::K;
+        s.bits = 3;
+        lab.update(&s).unwrap();
+        assert_eq!(lab.figures().quant.channel, argmax(&lab.data().keys));
+        for seed in 1..4 {
+            s.seed = seed;
+            lab.update(&s).unwrap();
+            assert_eq!(
+                lab.figures().quant.channel,
+                argmax(&lab.data().keys),
+                "seed {seed}"
+            );
         }
     }
 
