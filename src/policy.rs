@@ -313,7 +313,7 @@ fn check_observed(attention: &Matrix, observed_rows: usize) -> Result<(), Policy
 }
 
 fn check_finite_attention(attention: &Matrix) -> Result<(), PolicyError> {
-    match select::first_non_finite(attention.data()) {
+    match attention.first_non_finite_index() {
         Some(index) => Err(SelectError::NonFinite {
             what: "attention weight",
             index,
@@ -697,7 +697,7 @@ struct ValueCtx {
 }
 
 fn check_finite_values(m: &Matrix, which: &'static str) -> Result<(), PolicyError> {
-    match select::first_non_finite(m.data()) {
+    match m.first_non_finite_index() {
         Some(index) => Err(PolicyError::NonFiniteValue {
             which,
             row: index / m.cols(),

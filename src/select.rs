@@ -11,6 +11,7 @@
 //! Tokens are 0-based here: the note's recent window `{T-r+1, ..., T}` is `[T-r, T)`.
 //! Ties in score go to the lower token index, so every selection is deterministic.
 
+use crate::tensor::{all_finite, first_non_finite};
 use crate::Matrix;
 use thiserror::Error;
 
@@ -202,30 +203,6 @@ fn add_rows(acc: &mut [f64], rows: &[f32]) {
     }
 }
 
-/// Whether every value of `xs` is finite, at memory speed: `x * 0.0` is `±0.0` for a finite
-/// `x` and NaN for an infinity or NaN, and a sum of zeros never becomes NaN, so the lane sums
-/// below are NaN exactly when some value is not finite (lanes so that the compiler vectorises).
-fn all_finite(xs: &[f32]) -> bool {
-    const LANES: usize = 16;
-    let mut lanes = [0f32; LANES];
-    let mut chunks = xs.chunks_exact(LANES);
-    for c in &mut chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += x * 0.0;
-        }
-    }
-    lanes.iter().all(|l| !l.is_nan()) && chunks.remainder().iter().all(|x| x.is_finite())
-}
-
-/// Index of the first value of `xs` that is NaN or infinite.
-pub(crate) fn first_non_finite(xs: &[f32]) -> Option<usize> {
-    if all_finite(xs) {
-        None
-    } else {
-        xs.iter().position(|v| !v.is_finite())
-    }
-}
-
 fn check_finite_scores(scores: &[f32]) -> Result<(), SelectError> {
     match first_non_finite(scores) {
         Some(index) => Err(SelectError::NonFinite {
@@ -238,7 +215,7 @@ fn check_finite_scores(scores: &[f32]) -> Result<(), SelectError> {
 }
 
 fn check_finite_attention(attention: &Matrix) -> Result<(), SelectError> {
-    match first_non_finite(attention.data()) {
+    match attention.first_non_finite_index() {
         Some(index) => Err(SelectError::NonFinite {
             what: "attention weight",
             index,
@@ -381,14 +358,11 @@ pub fn observation_scores(
     if window == 0 || window > steps {
         return Err(SelectError::Window { window, steps });
     }
-    let cols = attention.cols();
     let first = steps - window;
+    // The whole matrix is checked, once per matrix (it remembers): the error names its first
+    // bad weight.
+    check_finite_attention(attention)?;
     let mut scores = column_sums(attention, first..steps);
-    // The window's weights are checked through their sums (see `h2o`), the rows before it
-    // directly; the error names the first bad weight of the whole matrix either way.
-    if !all_finite(&attention.data()[..first * cols]) || !all_finite(&scores) {
-        check_finite_attention(attention)?;
-    }
     pool_prefix(&mut scores, window, pooling)?;
     Ok(scores)
 }

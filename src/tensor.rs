@@ -4,6 +4,8 @@
 //! an attention history `A` is `S x T` (steps x tokens). Shapes are checked once, at
 //! construction, so the rest of the crate can index without fear.
 
+use std::fmt;
+use std::sync::OnceLock;
 use thiserror::Error;
 
 /// Why a [`Matrix`] could not be built.
@@ -48,11 +50,58 @@ pub enum ShapeError {
 /// assert_eq!(m.row(1), Some(&[4.0, 5.0, 6.0][..]));
 /// assert!(Matrix::new(2, 2, vec![1.0]).is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+///
+/// A matrix never changes after it is built, so it remembers where its first non-finite value
+/// is once asked ([`Matrix::first_non_finite`]): the page's data is checked once, not on every
+/// selection.
+#[derive(Clone)]
 pub struct Matrix {
     rows: usize,
     cols: usize,
     data: Vec<f32>,
+    /// The flat index of the first NaN or infinite value, once computed.
+    non_finite: OnceLock<Option<usize>>,
+}
+
+/// Shape and values (what the matrix remembers about them is not part of its value).
+impl PartialEq for Matrix {
+    fn eq(&self, other: &Self) -> bool {
+        self.rows == other.rows && self.cols == other.cols && self.data == other.data
+    }
+}
+
+impl fmt::Debug for Matrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Matrix")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("data", &self.data)
+            .finish()
+    }
+}
+
+/// Whether every value of `xs` is finite, at memory speed: `x * 0.0` is `±0.0` for a finite
+/// `x` and NaN for an infinity or NaN, and a sum of zeros never becomes NaN, so the lane sums
+/// below are NaN exactly when some value is not finite (lanes so that the compiler vectorises).
+pub(crate) fn all_finite(xs: &[f32]) -> bool {
+    const LANES: usize = 16;
+    let mut lanes = [0f32; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += x * 0.0;
+        }
+    }
+    lanes.iter().all(|l| !l.is_nan()) && chunks.remainder().iter().all(|x| x.is_finite())
+}
+
+/// Index of the first value of `xs` that is NaN or infinite.
+pub(crate) fn first_non_finite(xs: &[f32]) -> Option<usize> {
+    if all_finite(xs) {
+        None
+    } else {
+        xs.iter().position(|v| !v.is_finite())
+    }
 }
 
 impl Matrix {
@@ -76,7 +125,12 @@ impl Matrix {
                 len: data.len(),
             });
         }
-        Ok(Self { rows, cols, data })
+        Ok(Self {
+            rows,
+            cols,
+            data,
+            non_finite: OnceLock::new(),
+        })
     }
 
     /// A `rows x cols` matrix filled with `value`.
@@ -147,21 +201,55 @@ impl Matrix {
             rows: n,
             cols: self.cols,
             data: self.data[start..].to_vec(),
+            non_finite: OnceLock::new(),
         }
     }
 
-    /// Index of the first NaN or infinite value, as `(row, col)`, if any.
+    /// Index of the first NaN or infinite value, as `(row, col)`, if any. Computed once per
+    /// matrix (one vectorised pass), then remembered.
     pub fn first_non_finite(&self) -> Option<(usize, usize)> {
-        self.data
-            .iter()
-            .position(|v| !v.is_finite())
+        self.first_non_finite_index()
             .map(|i| (i / self.cols, i % self.cols))
+    }
+
+    /// [`Matrix::first_non_finite`] as a flat row-major index.
+    pub fn first_non_finite_index(&self) -> Option<usize> {
+        *self.non_finite.get_or_init(|| first_non_finite(&self.data))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The remembered check answers as a scan of the values does, and what a matrix remembers
+    /// is not part of its value (equality, clones and `Debug` are about shape and values).
+    #[test]
+    fn the_remembered_finite_check_matches_a_scan() {
+        for bad in [None, Some(0), Some(5), Some(17), Some(39)] {
+            for v in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                let mut data: Vec<f32> = (0..40).map(|i| i as f32 * 0.5 - 3.0).collect();
+                if let Some(i) = bad {
+                    data[i] = v;
+                    data[39] = v; // a later bad value does not change the answer
+                }
+                let m = Matrix::new(8, 5, data.clone()).unwrap();
+                let fresh = m.clone();
+                let want = data.iter().position(|x| !x.is_finite());
+                assert_eq!(m.first_non_finite_index(), want);
+                assert_eq!(m.first_non_finite_index(), want, "asked again");
+                assert_eq!(m.first_non_finite(), want.map(|i| (i / 5, i % 5)));
+                if bad.is_none() {
+                    assert_eq!(m, fresh);
+                }
+                assert_eq!(format!("{m:?}"), format!("{fresh:?}"));
+                assert!(format!("{m:?}").starts_with("Matrix { rows: 8, cols: 5, data: ["));
+                assert_eq!(m.last_rows(3).first_non_finite_index(), {
+                    data[25..].iter().position(|x| !x.is_finite())
+                });
+            }
+        }
+    }
 
     #[test]
     fn shape_errors_name_the_problem() {
