@@ -4,6 +4,7 @@
     pip install numpy
     python3 benches/numpy_compare.py            # builds and runs `cargo bench --bench core`
     python3 benches/numpy_compare.py --runs 3   # repeat the whole comparison 3 times
+    python3 benches/numpy_compare.py --target-cpu native   # kvlab built for this CPU (AVX2...)
 
 Runs `cargo bench --bench core -- --json --write-inputs DIR`, which times the Rust kernels and
 writes their inputs (and their outputs) as .npy/.json. Then it times vectorised numpy
@@ -237,12 +238,25 @@ def check(w, d, a, k):
     return bad
 
 
-def one_run(root, quiet):
+def cargo_env(root, target_cpu):
+    """The environment for `cargo bench`: with a target CPU, RUSTFLAGS=-C target-cpu=... and a
+    target directory of its own (so the default build's artifacts are not rebuilt)."""
+    env = dict(os.environ)
+    if target_cpu:
+        env["RUSTFLAGS"] = (env.get("RUSTFLAGS", "") + f" -C target-cpu={target_cpu}").strip()
+        env["CARGO_TARGET_DIR"] = os.path.join(root, "target", f"cpu-{target_cpu}")
+    return env
+
+
+def one_run(root, quiet, target_cpu=None):
     with tempfile.TemporaryDirectory() as d:
         cmd = ["cargo", "bench", "--quiet", "--bench", "core", "--", "--json", "--write-inputs", d]
+        env = cargo_env(root, target_cpu)
         if not quiet:
-            print("$ " + " ".join(cmd[:-1]) + " DIR", file=sys.stderr)
-        out = subprocess.run(cmd, cwd=root, check=True, stdout=subprocess.PIPE, text=True).stdout
+            prefix = f"RUSTFLAGS='{env['RUSTFLAGS']}' " if target_cpu else ""
+            print("$ " + prefix + " ".join(cmd[:-1]) + " DIR", file=sys.stderr)
+        out = subprocess.run(cmd, cwd=root, check=True, stdout=subprocess.PIPE, text=True,
+                             env=env).stdout
         rust = {}
         for line in out.splitlines():
             if line.startswith("{"):
@@ -282,13 +296,18 @@ def one_run(root, quiet):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=1, help="repeat the whole comparison N times")
+    ap.add_argument("--target-cpu", metavar="CPU",
+                    help="build kvlab's side with -C target-cpu=CPU (e.g. native: AVX2/AVX-512 "
+                         "where the machine has them, as numpy's own runtime dispatch uses); "
+                         "default: the baseline x86-64 target (SSE2)")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    print(f"numpy {np.__version__}, python {sys.version.split()[0]}")
+    print(f"numpy {np.__version__}, python {sys.version.split()[0]}; kvlab built for "
+          + (f"-C target-cpu={args.target_cpu}" if args.target_cpu else "the baseline target"))
     problems = []
     best = {}
     for i in range(args.runs):
-        rows, bad, extra = one_run(root, quiet=i > 0)
+        rows, bad, extra = one_run(root, quiet=i > 0, target_cpu=args.target_cpu)
         problems += bad
         for w, name, r50, _, n50, _ in rows:
             b = best.setdefault((w, name), [r50, n50])

@@ -3,8 +3,10 @@
 //! ```text
 //! cargo xtask bench [all]          page + core
 //! cargo xtask bench page [ARGS]    dist, serve it on a free port, `node benches/page.mjs ARGS`
-//! cargo xtask bench core           `python3 benches/numpy_compare.py --runs 3` (kernels vs numpy),
-//!                                  then `cargo bench --bench core -- --lab-only` (page update path)
+//! cargo xtask bench core           `python3 benches/numpy_compare.py --runs 3` (kernels vs numpy,
+//!                                  kvlab built for the baseline target, then again with
+//!                                  `--target-cpu native`), then `cargo bench --bench core --
+//!                                  --lab-only` (page update path)
 //! ```
 //!
 //! Figures only: nothing here fails on a missed target (the benchmarks print pass/MISS).
@@ -77,6 +79,17 @@ fn core(ws: &Workspace) -> Result<()> {
             ws.command(&python)
                 .args(["benches/numpy_compare.py", "--runs", "3"]),
         )?;
+        println!(
+            "xtask: kernels vs numpy again, kvlab built for this CPU (-C target-cpu=native, \
+             as numpy picks AVX2/AVX-512 at run time)"
+        );
+        run_status(ws.command(&python).args([
+            "benches/numpy_compare.py",
+            "--runs",
+            "3",
+            "--target-cpu",
+            "native",
+        ]))?;
     } else {
         println!(
             "xtask: skipping benches/numpy_compare.py: numpy is not installed \
