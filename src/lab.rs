@@ -141,9 +141,11 @@ pub struct QuantFigures {
     pub stats: ErrorStats,
     /// Largest per-element bound `scale / 2` over the groups.
     pub bound_max: f64,
-    /// Every element within `scale/2`, up to `f32` round-off ([`ErrorStats::roundoff`]).
+    /// Every element within `scale/2`, up to its group's `f32` round-off allowance
+    /// ([`crate::quant::GroupError::limit`]).
     pub element_bound_holds: bool,
-    /// Every row within `1/4 sum scale^2`, up to `f32` round-off ([`ErrorStats::roundoff`]).
+    /// Every row within `1/4 sum scale^2`, up to its elements' `f32` round-off allowances
+    /// ([`crate::quant::RowError::limit`]).
     pub row_bound_holds: bool,
     /// Rows (tokens) quantized.
     pub rows: usize,
@@ -986,10 +988,8 @@ fn quant_view(
         zero_point,
         stats,
         bound_max,
-        element_bound_holds: stats.worst_bound_use <= 1.0 + stats.roundoff,
-        row_bound_holds: rows
-            .iter()
-            .all(|r| r.sq_err <= r.bound * (1.0 + stats.roundoff).powi(2)),
+        element_bound_holds: groups.iter().all(|g| f64::from(g.max_abs) <= g.limit),
+        row_bound_holds: rows.iter().all(|r| r.sq_err <= r.limit),
         rows: x.rows(),
         code_bytes,
         meta_bytes,
@@ -1667,7 +1667,15 @@ impl Lab {
             self.data_id = next_data_id();
         }
         if let Some(q) = new_quant {
-            self.spare = std::mem::replace(&mut self.quant, q).into_buffers();
+            let old = std::mem::replace(&mut self.quant, q).into_buffers();
+            // Kept only while about the right size: after new, smaller data the old view's
+            // buffers would pin memory the next view never fills.
+            let needed = self.quant.abs_err.len();
+            self.spare = if old.abs_err.capacity() <= 2 * needed.max(1) {
+                old
+            } else {
+                QuantBuffers::default()
+            };
         }
         if let Some(v) = new_select {
             self.select = v;
@@ -2122,12 +2130,21 @@ mod tests {
         s.bits = 3;
         lab.update(&s).unwrap();
         assert_eq!(lab.figures().quant.channel, argmax(&lab.data().keys));
-        for seed in 1..4 {
+        let first = s.seed;
+        for seed in [first + 1, first + 2, first + 3] {
             s.seed = seed;
+            s.tensor = KvPick::K;
             lab.update(&s).unwrap();
             assert_eq!(
                 lab.figures().quant.channel,
                 argmax(&lab.data().keys),
+                "seed {seed}"
+            );
+            s.tensor = KvPick::V;
+            lab.update(&s).unwrap();
+            assert_eq!(
+                lab.figures().quant.channel,
+                argmax(&lab.data().values),
                 "seed {seed}"
             );
         }
@@ -2162,6 +2179,34 @@ mod tests {
         s.bits = 2;
         copy.update(&s).unwrap();
         assert_eq!(copy.figures(), Lab::new(s.clone()).unwrap().figures());
+        // an update that fails after taking the spare buffers leaves the view as it was, and
+        // the next one still equals a fresh lab
+        let shown = lab.figures().clone();
+        let abs_err = lab.quant().abs_err.clone();
+        let bad = Settings {
+            channel: Some(s.channels + 5),
+            ..s.clone()
+        };
+        assert!(lab.spare.codes.capacity() > 0);
+        assert!(lab.update(&bad).is_err());
+        // it failed after quantizing into the spare buffers (they went with the error)
+        assert_eq!(lab.spare.codes.capacity(), 0);
+        assert_eq!(lab.figures(), &shown);
+        assert_eq!(lab.quant().abs_err, abs_err);
+        s.bits = 6;
+        lab.update(&s).unwrap();
+        let fresh = Lab::new(s.clone()).unwrap();
+        assert_eq!(lab.figures(), fresh.figures());
+        assert_eq!(lab.quant().abs_err, fresh.quant().abs_err);
+        // much smaller data: the big buffers are not kept as spares
+        s.tokens = 64;
+        s.budget = 16;
+        s.recent = 4;
+        lab.update(&s).unwrap();
+        s.bits = 5;
+        lab.update(&s).unwrap();
+        assert!(lab.spare.abs_err.capacity() <= 2 * lab.quant().abs_err.len());
+        assert_eq!(lab.figures(), Lab::new(s.clone()).unwrap().figures());
     }
 
     /// Everything a lab shows, for comparing two labs.

@@ -771,35 +771,21 @@ impl Quantized {
         self.codes
     }
 
-    /// The bounds' relative round-off allowance: [`ErrorStats::roundoff`].
-    ///
-    /// In exact arithmetic `|x - x_hat| <= scale/2`. Three roundings move it, each bounded in
-    /// units of the group's `scale` (`m`: the largest `|q - zp|`, so `|x_hat| <= scale m`):
-    /// * the scale is stored as `f32`, at most `2^-24 scale` (or `2^-150` when subnormal) from
-    ///   the exact `range / qmax`, so the grid's end may miss the data's end by `qmax` times that;
-    /// * `x_hat` is rounded to `f32`: at most `2^-24 scale m` (or `2^-150`);
-    /// * `x / scale + zp` is computed in `f64`: at most `2^-52 (m + 1)` code steps.
-    ///
-    /// Their sum is below `a = scale 2^-23 (qmax + m + 1) + qmax 2^-149`; this is the largest
-    /// `a / (scale/2)` over the groups with a positive scale (0 when there are none).
+    /// The largest relative round-off allowance of the bounds over the groups with a positive
+    /// scale, `allowance / (scale/2)` (0 when there are none): [`ErrorStats::roundoff`]. Each
+    /// group's own allowance is in [`GroupError::limit`] and [`RowError::limit`].
     pub fn roundoff(&self) -> f64 {
-        const EPS: f64 = 1.0 / (1u64 << 23) as f64; // 2^-23
-        let tiny = f64::from(f32::from_bits(1)); // 2^-149
-        let qmax = self.config.qmax() as f64;
-        self.scales
-            .iter()
-            .enumerate()
-            .filter(|&(_, &s)| s > 0.0)
-            .map(|(g, &s)| {
-                let m = match self.zero_points.get(g) {
-                    Some(&zp) => (zp as f64).abs().max((qmax - zp as f64).abs()),
-                    None => qmax,
-                };
-                let s = f64::from(s);
-                let a = s * EPS * (qmax + m + 1.0) + qmax * tiny;
-                a / (s / 2.0)
-            })
+        (0..self.scales.len())
+            .filter(|&g| self.scales[g] > 0.0)
+            .map(|g| self.allowance_of(g) / (f64::from(self.scales[g]) / 2.0))
             .fold(0.0, f64::max)
+    }
+
+    /// [`allowance`] of group `g`.
+    fn allowance_of(&self, g: usize) -> f64 {
+        let scale = f64::from(self.scales.get(g).copied().unwrap_or(0.0));
+        let zp = self.zero_points.get(g).copied().unwrap_or(0);
+        allowance(scale, zp, self.config.qmax() as f64)
     }
 
     /// Scale of element (`row`, `col`); 0 when out of range.
@@ -884,6 +870,28 @@ fn unreachable_matrix() -> Matrix {
 #[inline]
 fn dequantize_one(q: i32, scale: f64, zero_point: i64) -> f32 {
     (scale * (i64::from(q) - zero_point) as f64) as f32
+}
+
+/// How far `f32` arithmetic may move the bound `|x - x_hat| <= scale/2` of a group with this
+/// `scale` (as stored) and zero point (0 for symmetric): its elements have
+/// `|x - x_hat| <= scale/2 + allowance`.
+///
+/// In exact arithmetic the bound holds. Three roundings move it (`m = max(|zp|, |qmax - zp|)`,
+/// so `|q - zp| <= m` and `|x_hat| <= scale m`):
+/// * the stored `f32` scale is within `2^-24` of the exact `range / qmax` (relatively; `2^-150`
+///   absolutely when subnormal), so the grid's far end may miss the data's end by `qmax` times
+///   that;
+/// * `x_hat` is rounded to `f32`: at most `2^-24 scale m` (or `2^-150`);
+/// * `x / scale + zp` is computed in `f64`: at most `2^-52 (m + qmax + 1)` code steps.
+///
+/// Their sum is below `scale 2^-23 (qmax + m + 1) + qmax 2^-149` (about twice the sum, for
+/// slack), which is what this returns.
+fn allowance(scale: f64, zero_point: i64, qmax: f64) -> f64 {
+    const EPS: f64 = 1.0 / (1u64 << 23) as f64; // 2^-23
+    let tiny = f64::from(f32::from_bits(1)); // 2^-149
+    let zp = zero_point as f64;
+    let m = zp.abs().max((qmax - zp).abs());
+    scale * EPS * (qmax + m + 1.0) + qmax * tiny
 }
 
 /// Zero points up to this size in magnitude make `q - zp` exact in `f64` (they always are in
@@ -1112,13 +1120,15 @@ pub struct ErrorStats {
     pub expected_mse: f64,
     /// Largest `|x - x_hat| / (scale/2)` over all elements: at most `1 + roundoff`.
     pub worst_bound_use: f64,
-    /// How far `f32` arithmetic may move the bounds, relative to them: every element has
-    /// `|x - x_hat| <= (scale/2) (1 + roundoff)` and every row `||x - x_hat||^2 <= (1/4 sum_j
-    /// scale_j^2) (1 + roundoff)^2`. It is the largest over the groups of
-    /// `2 a / scale` with the allowance `a = scale 2^-23 (qmax + m + 1) + qmax 2^-149`, where
-    /// `m = max(|zp|, |qmax - zp|)` (asymmetric) or `qmax` (symmetric) bounds `|x_hat| / scale`
-    /// (see [`Quantized::roundoff`]). About `1.5e-4` at 8 bits for data centred on zero; larger
-    /// when a group's values lie far from zero compared with their spread (a large `|zp|`).
+    /// How far `f32` arithmetic may move the bounds, relative to them, at most: every element
+    /// has `|x - x_hat| <= (scale/2) (1 + roundoff)` and every row `||x - x_hat||^2 <= (1/4
+    /// sum_j scale_j^2) (1 + roundoff)^2`. The largest over the groups of their allowance
+    /// `a = scale 2^-23 (qmax + m + 1) + qmax 2^-149` relative to `scale/2`, where
+    /// `m = max(|zp|, |qmax - zp|)` (`zp = 0` for symmetric) bounds `|x_hat| / scale` (see
+    /// [`Quantized::roundoff`]). `6.1e-5` at 8 bits symmetric, about `9e-5` asymmetric, for
+    /// data centred on zero; larger when a group's values lie far from zero compared with their
+    /// spread (a large `|zp|`). One such group sets it for all: checks use each group's own
+    /// [`GroupError::limit`] and each row's [`RowError::limit`].
     pub roundoff: f64,
     /// `fp16 bytes / (packed code bytes + metadata bytes)`, fp16 source and fp16 metadata.
     pub compression_ratio: f64,
@@ -1335,25 +1345,29 @@ impl ErrorPass {
     }
 }
 
-/// `1/4 sum_j scale_j^2` of rows `r0 .. r0 + n` (`n <= 8`) of a per-token layout, each row's
-/// sum in column order (the order that defines it), the rows side by side in lanes so the
-/// adds vectorise.
-fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> [f64; LANES] {
+/// `1/4 sum_j scale_j^2` and the limit `sum_j (scale_j/2 + allowance_j)^2` of rows
+/// `r0 .. r0 + n` (`n <= 8`) of a per-token layout, each row's sums in column order (the order
+/// that defines them), the rows side by side in lanes so the adds vectorise.
+fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> ([f64; LANES], [f64; LANES]) {
     let (blocks, cols) = (q.layout.blocks, q.layout.cols);
-    let mut acc = [0f64; LANES];
+    let (mut acc, mut lim) = ([0f64; LANES], [0f64; LANES]);
     for k in 0..blocks {
-        let mut t = [0f64; LANES];
-        for (l, t) in t.iter_mut().enumerate().take(n) {
-            let s = f64::from(q.scales.get((r0 + l) * blocks + k).copied().unwrap_or(0.0));
-            *t = s * s / 4.0;
+        let (mut t, mut u) = ([0f64; LANES], [0f64; LANES]);
+        for l in 0..n.min(LANES) {
+            let g = (r0 + l) * blocks + k;
+            let s = f64::from(q.scales.get(g).copied().unwrap_or(0.0));
+            t[l] = s * s / 4.0;
+            let e = s / 2.0 + q.allowance_of(g);
+            u[l] = e * e;
         }
         for _ in 0..run.min(cols - k * run) {
             for l in 0..LANES {
                 acc[l] += t[l];
+                lim[l] += u[l];
             }
         }
     }
-    acc
+    (acc, lim)
 }
 
 /// One row-major pass over `x` (shape already checked against `q`): the sums of the error
@@ -1403,8 +1417,9 @@ fn error_pass<const FULL: bool>(
     let (mut sum_abs, mut sum_sq, mut sig_sq) = (Lanes::ZERO, Lanes::ZERO, Lanes::ZERO);
     // FULL: the bound of the current block (column layouts), the bounds of the current eight
     // rows, and their squared errors (`sq8[slot * cols + c]`).
-    let mut block_bound = 0f64;
-    let mut bound8 = [0f64; LANES];
+    let (mut block_bound, mut block_limit) = (0f64, 0f64);
+    let (mut bound8, mut limit8) = ([0f64; LANES], [0f64; LANES]);
+    let qmax = q.config.qmax() as f64;
     let mut sq8 = vec![0f64; if FULL { cols * LANES } else { 0 }];
     if FULL {
         rows.reserve(x.rows());
@@ -1429,17 +1444,22 @@ fn error_pass<const FULL: bool>(
                 );
             }
             if FULL {
-                block_bound = 0.0;
-                for &s in &d.scale {
+                (block_bound, block_limit) = (0.0, 0.0);
+                for (&s, &zp) in d.scale.iter().zip(&d.zero_point) {
                     block_bound += s * s / 4.0;
+                    let e = s / 2.0 + allowance(s, zp, qmax);
+                    block_limit += e * e;
                 }
             }
         }
         if FULL {
             match shape {
-                Shape::Columns { .. } => bound8[slot] = block_bound,
+                Shape::Columns { .. } => {
+                    bound8[slot] = block_bound;
+                    limit8[slot] = block_limit;
+                }
                 Shape::Runs { run } if slot == 0 => {
-                    bound8 = run_bounds(q, r, LANES.min(n_rows - r), run);
+                    (bound8, limit8) = run_bounds(q, r, LANES.min(n_rows - r), run);
                 }
                 Shape::Runs { .. } => {}
             }
@@ -1521,8 +1541,12 @@ fn error_pass<const FULL: bool>(
                 acc[6] += s6[c];
                 acc[7] += s7[c];
             }
-            for (&sq_err, &bound) in acc.iter().zip(&bound8).take(slot + 1) {
-                rows.push(RowError { sq_err, bound });
+            for ((&sq_err, &bound), &limit) in acc.iter().zip(&bound8).zip(&limit8).take(slot + 1) {
+                rows.push(RowError {
+                    sq_err,
+                    bound,
+                    limit,
+                });
             }
         }
     }
@@ -1590,9 +1614,11 @@ pub fn analyze_reusing(
         .group_max32
         .iter()
         .zip(&q.scales)
-        .map(|(&max_abs, &s)| GroupError {
+        .enumerate()
+        .map(|(g, (&max_abs, &s))| GroupError {
             max_abs,
             bound: s / 2.0,
+            limit: f64::from(s) / 2.0 + q.allowance_of(g),
         })
         .collect();
     Ok(Analysis {
@@ -1610,6 +1636,10 @@ pub struct GroupError {
     pub max_abs: f32,
     /// The bound `scale / 2`.
     pub bound: f32,
+    /// The bound with the group's `f32` round-off allowance, `scale/2 + allowance` in `f64`
+    /// from the stored scale (see [`ErrorStats::roundoff`]): the group is within its bound when
+    /// `max_abs <= limit`.
+    pub limit: f64,
 }
 
 /// Per-group maximum error and its bound, in group order (see [`GroupLayout::group_of`]).
@@ -1624,6 +1654,10 @@ pub struct RowError {
     pub sq_err: f64,
     /// `1/4 sum_j scale_j^2` with each channel's own group scale.
     pub bound: f64,
+    /// The bound with each element's `f32` round-off allowance, `sum_j (scale_j/2 +
+    /// allowance_j)^2` in column order (see [`GroupError::limit`]): the row is within its bound
+    /// when `sq_err <= limit`.
+    pub limit: f64,
 }
 
 /// Per-row squared error and its bound `1/4 sum_j scale_j^2`.
@@ -1852,6 +1886,55 @@ mod tests {
             quantize(&big, &cfg),
             Err(QuantError::RangeOverflow { .. })
         ));
+    }
+
+    /// Each group is checked against its own allowance: one channel far from zero (1000 ±
+    /// 1e-3, where f32 cannot even hold the 8-bit grid) has a large one, and the other channel's
+    /// limit stays within a hair of its `scale/2`. A subnormal scale's limit is computed in
+    /// `f64`, where `scale/2` does not round to 0.
+    #[test]
+    fn allowances_are_per_group() {
+        let mut d = Vec::new();
+        for t in 0..64 {
+            d.push(1000.0 + 1e-3 * ((t % 7) as f32 - 3.0) / 3.0);
+            d.push(((t * 37) % 64) as f32 / 32.0 - 1.0);
+        }
+        let x = m(64, 2, &d);
+        let cfg = QuantConfig {
+            bits: 8,
+            scheme: Scheme::Asymmetric,
+            granularity: Granularity::PerChannel,
+            group_size: None,
+        };
+        let q = quantize(&x, &cfg).unwrap();
+        let a = analyze(&x, &q, 2, MetaDtype::F16).unwrap();
+        assert!(a.stats.roundoff > 1.0, "{:?}", a.stats);
+        let normal = a.groups[1];
+        let half = f64::from(q.scales()[1]) / 2.0;
+        assert!(
+            normal.limit >= half && normal.limit <= half * (1.0 + 2e-4),
+            "{normal:?}"
+        );
+        assert!(a.groups.iter().all(|g| f64::from(g.max_abs) <= g.limit));
+        assert!(a
+            .rows
+            .iter()
+            .all(|r| r.sq_err <= r.limit && r.limit >= r.bound));
+        // the far channel's allowance is many times its scale/2 (f32's spacing near 1000 is
+        // 6e-5, the grid's 8e-6), and that does not leak into the normal channel above
+        assert!(
+            a.groups[0].limit > 10.0 * f64::from(a.groups[0].bound),
+            "{:?}",
+            a.groups[0]
+        );
+
+        let tiny = f32::from_bits(1);
+        let x = m(2, 1, &[0.0, 4.0 * tiny]);
+        let cfg = QuantConfig { bits: 2, ..cfg };
+        let q = quantize(&x, &cfg).unwrap();
+        let g = group_errors(&x, &q).unwrap()[0];
+        assert!(f64::from(g.max_abs) <= g.limit, "{g:?}");
+        assert!(g.limit > 0.0);
     }
 
     #[test]

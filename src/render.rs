@@ -123,7 +123,6 @@ pub fn group_errors<DB: DrawingBackend>(
             error_label: l.get("chart.groups.error"),
             bound_label: l.get("chart.groups.bound"),
             alarm_label: l.get("chart.alarm"),
-            roundoff: lab.quant().figures.stats.roundoff,
         },
         style,
     )
@@ -146,7 +145,6 @@ pub fn row_errors<DB: DrawingBackend>(
             error_label: l.get("chart.rows.error"),
             bound_label: l.get("chart.rows.bound"),
             alarm_label: l.get("chart.alarm"),
-            roundoff: lab.quant().figures.stats.roundoff,
         },
         style,
     )

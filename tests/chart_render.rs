@@ -267,7 +267,6 @@ fn group_view(errors: &[GroupError]) -> GroupErrorView<'_> {
         error_label: "measured",
         bound_label: "scale/2",
         alarm_label: "above bound!",
-        roundoff: 0.0,
     }
 }
 
@@ -278,6 +277,7 @@ fn group_bars_mark_bounds_and_alarm() {
         .map(|i| GroupError {
             max_abs: 0.01 * (i + 1) as f32,
             bound: 0.01 * (i + 1) as f32 + 0.005,
+            limit: f64::from(0.01 * (i + 1) as f32 + 0.005),
         })
         .collect();
     errors[5].max_abs = errors[5].bound * 1.5; // breaks its bound
@@ -327,50 +327,44 @@ fn group_bars_mark_bounds_and_alarm() {
     assert!(!svg.contains("above bound!"));
 }
 
-/// A group or row past its bound by less than the `f32` round-off allowance is not an alarm;
-/// past the allowance it is.
+/// A group or row past its bound by less than its `f32` round-off allowance (its `limit`) is
+/// not an alarm; past the limit it is.
 #[test]
 fn alarms_allow_the_round_off() {
     let style = ChartStyle::light();
-    let mut errors = vec![
-        GroupError {
-            max_abs: 0.5,
-            bound: 0.5,
-        };
-        4
-    ];
-    errors[2].max_abs = 0.50003; // 6e-5 over, as an 8-bit group far from zero can be
-    let rows: Vec<RowError> = (0..4)
-        .map(|i| RowError {
-            sq_err: if i == 2 { 0.25 * 1.00012 } else { 0.25 },
-            bound: 0.25,
-        })
-        .collect();
-    for (roundoff, alarmed) in [(1e-4, false), (1e-5, true), (0.0, true)] {
-        let gv = GroupErrorView {
-            roundoff,
-            ..group_view(&errors)
-        };
+    for (limit, alarmed) in [
+        (0.5 * (1.0 + 1e-4), false),
+        (0.5 * (1.0 + 1e-5), true),
+        (0.5, true),
+    ] {
+        let mut errors = vec![
+            GroupError {
+                max_abs: 0.5,
+                bound: 0.5,
+                limit,
+            };
+            4
+        ];
+        errors[2].max_abs = 0.50003; // 6e-5 over, as an 8-bit group far from zero can be
         let (svg, _) = render("group_bars_roundoff", (600, 300), |root| {
-            group_error_bars(root, &gv, &style).unwrap()
+            group_error_bars(root, &group_view(&errors), &style).unwrap()
         });
         assert_eq!(
             svg.contains("above bound!"),
             alarmed,
-            "groups, roundoff {roundoff}"
+            "groups, limit {limit}"
         );
-        let rv = RowErrorView {
-            roundoff,
-            ..row_view(&rows)
-        };
+        let rows: Vec<RowError> = (0..4)
+            .map(|i| RowError {
+                sq_err: if i == 2 { 0.25 * 1.00012 } else { 0.25 },
+                bound: 0.25,
+                limit: limit * limit,
+            })
+            .collect();
         let (svg, _) = render("row_bound_roundoff", (600, 300), |root| {
-            row_error_vs_bound(root, &rv, &style).unwrap()
+            row_error_vs_bound(root, &row_view(&rows), &style).unwrap()
         });
-        assert_eq!(
-            svg.contains("above bound!"),
-            alarmed,
-            "rows, roundoff {roundoff}"
-        );
+        assert_eq!(svg.contains("above bound!"), alarmed, "rows, limit {limit}");
     }
 }
 
@@ -381,6 +375,7 @@ fn group_bars_aggregate_4096_groups_to_pixel_columns() {
         .map(|i| GroupError {
             max_abs: 0.002 + 0.001 * ((i * 7919) % 13) as f32,
             bound: 0.02,
+            limit: 0.02,
         })
         .collect();
     errors[4000].max_abs = 0.05; // one breach among 4096
@@ -415,7 +410,6 @@ fn row_view(rows: &[RowError]) -> RowErrorView<'_> {
         error_label: "measured",
         bound_label: "1/4 sum scale^2",
         alarm_label: "above bound!",
-        roundoff: 0.0,
     }
 }
 
@@ -426,6 +420,7 @@ fn row_errors_downsample_131072_rows_to_pixel_width() {
         .map(|i| RowError {
             sq_err: 0.01 + 0.001 * f64::from(i % 17),
             bound: 0.05,
+            limit: 0.05,
         })
         .collect();
     let view = row_view(&rows);
@@ -459,6 +454,7 @@ fn row_errors_one_point_per_row_gaps_and_alarms() {
         .map(|i| RowError {
             sq_err: 0.1 * f64::from(i),
             bound: 1.0,
+            limit: 1.0,
         })
         .collect();
     rows[4].sq_err = f64::NAN; // a gap
@@ -1186,19 +1182,23 @@ fn degenerate_inputs_never_panic() {
         &[GroupError {
             max_abs: f32::NAN,
             bound: f32::NAN,
+            limit: f64::from(f32::NAN),
         }],
         &[GroupError {
             max_abs: 0.0,
             bound: 0.0,
+            limit: 0.0,
         }],
         &[
             GroupError {
                 max_abs: 1.0,
                 bound: f32::INFINITY,
+                limit: f64::from(f32::INFINITY),
             },
             GroupError {
                 max_abs: 2.0,
                 bound: 1.0,
+                limit: 1.0,
             },
         ],
     ];
@@ -1207,10 +1207,12 @@ fn degenerate_inputs_never_panic() {
         &[RowError {
             sq_err: nan,
             bound: nan,
+            limit: nan,
         }],
         &[RowError {
             sq_err: 0.0,
             bound: 0.0,
+            limit: 0.0,
         }],
     ];
     let states_for = |n: usize| vec![Sink; n];

@@ -268,9 +268,6 @@ pub struct GroupErrorView<'a> {
     pub bound_label: &'a str,
     /// Legend text for bars above their bound; shown only when there is one.
     pub alarm_label: &'a str,
-    /// The bounds' relative `f32` round-off allowance ([`crate::quant::ErrorStats::roundoff`]):
-    /// a group is above its bound when `max_abs > bound (1 + roundoff)`.
-    pub roundoff: f64,
 }
 
 /// Draw per-group `max|x - x_hat|` as bars with each group's bound `scale/2` as a tick over
@@ -278,7 +275,8 @@ pub struct GroupErrorView<'a> {
 ///
 /// With more groups than pixel columns, groups are bucketed per column ([`pixel_buckets`]): the
 /// bar is the bucket's largest error, the tick its largest bound, and the bar takes the
-/// `alarm` colour if any group in it exceeds its own bound (`max_abs > bound (1 + roundoff)`).
+/// `alarm` colour if any group in it exceeds its own bound after `f32` round-off
+/// (`max_abs > limit`, [`GroupError::limit`]).
 /// Buckets narrower than 3 pixels draw the bounds as one step line instead of ticks and mark
 /// alarm buckets with a dot. The y axis spans `[0, 1.1 max(error, bound)]`. NaN entries are
 /// skipped.
@@ -287,7 +285,7 @@ pub fn group_error_bars<DB: DrawingBackend>(
     view: &GroupErrorView,
     style: &ChartStyle,
 ) -> Result<PixelRect, ChartError> {
-    let above = |e: &GroupError| f64::from(e.max_abs) > f64::from(e.bound) * (1.0 + view.roundoff);
+    let above = |e: &GroupError| f64::from(e.max_abs) > e.limit;
     let any_alarm = view.errors.iter().any(above);
     let mut legend = vec![
         LegendItem {
@@ -443,9 +441,6 @@ pub struct RowErrorView<'a> {
     pub bound_label: &'a str,
     /// Legend text for rows above their bound; shown only when there is one.
     pub alarm_label: &'a str,
-    /// The bounds' relative `f32` round-off allowance ([`crate::quant::ErrorStats::roundoff`]):
-    /// a row is above its bound when `sq_err > bound (1 + roundoff)^2`.
-    pub roundoff: f64,
 }
 
 /// Draw per-row squared error (a line) and its bound (a line over a shaded area) against the
@@ -454,15 +449,14 @@ pub struct RowErrorView<'a> {
 /// With more rows than pixel columns, rows are bucketed per column ([`pixel_buckets`]) and each
 /// series takes the bucket's maximum, so a single bad row stays visible; each bucket is one
 /// point at its pixel column's centre. A bucket holding a row above its own bound
-/// (`sq_err > bound (1 + roundoff)^2`) gets an `alarm` dot. NaN rows break the lines. The y axis spans
+/// after `f32` round-off (`sq_err > limit`, [`RowError::limit`]) gets an `alarm` dot. NaN rows break the lines. The y axis spans
 /// `[0, 1.1 max(error, bound)]`.
 pub fn row_error_vs_bound<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     view: &RowErrorView,
     style: &ChartStyle,
 ) -> Result<PixelRect, ChartError> {
-    let allowed = (1.0 + view.roundoff).powi(2);
-    let above = |r: &RowError| r.sq_err > r.bound * allowed;
+    let above = |r: &RowError| r.sq_err > r.limit;
     let any_alarm = view.rows.iter().any(above);
     let mut legend = vec![
         LegendItem {
