@@ -1,6 +1,8 @@
 //! Property tests of the math core's invariants (math-spec §2 and §3) and a comparison with
 //! an independent f64 reference implementation written from the spec's formulas.
 
+mod common;
+use common::*;
 use kvlab::quant::{
     error_stats, group_errors, quantize, round_half_even, row_errors, Granularity, QuantConfig,
     Quantized, Scheme,
@@ -16,10 +18,10 @@ fn matrix(max_rows: usize, max_cols: usize) -> impl Strategy<Value = Matrix> {
     (1..=max_rows, 1..=max_cols).prop_flat_map(|(r, c)| {
         prop::collection::vec(
             prop_oneof![
-                4 => -10.0f32..10.0,
-                1 => -1e4f32..1e4,
+                4 => f32_in(-10.0, 10.0),
+                1 => f32_in(-1e4, 1e4),
                 1 => Just(0.0f32),
-                1 => -1e-3f32..1e-3,
+                1 => f32_in(-1e-3, 1e-3),
             ],
             r * c,
         )
@@ -133,8 +135,8 @@ proptest! {
     fn bound_use_within_the_round_off_allowance(
         rows in 1usize..12,
         cols in 1usize..12,
-        centre in -1e3f32..1e3,
-        spread in prop_oneof![Just(1e-4f32), 1e-4f32..1.0, 1.0f32..100.0],
+        centre in f32_in(-1e3, 1e3),
+        spread in prop_oneof![Just(1e-4f32), f32_in(1e-4, 1.0), f32_in(1.0, 100.0)],
         seed in any::<u64>(),
         c in config(),
     ) {
@@ -176,7 +178,7 @@ proptest! {
     #[test]
     fn asymmetric_uses_the_range_no_worse_on_positive_data(
         (r, c) in (1usize..10, 1usize..6),
-        seed in prop::collection::vec(0.01f32..100.0, 60),
+        seed in prop::collection::vec(f32_in(0.01, 100.0), 60),
         bits in 2u8..=8,
     ) {
         let d: Vec<f32> = seed.iter().cycle().take(r * c).copied().collect();
@@ -205,7 +207,7 @@ proptest! {
 
     #[test]
     fn selection_invariants(
-        scores in prop::collection::vec(prop_oneof![0.0f32..1.0, Just(0.5f32)], 1..60),
+        scores in prop::collection::vec(prop_oneof![f32_in(0.0, 1.0), Just(0.5f32)], 1..60),
         b in 1usize..70, r in 0usize..70,
     ) {
         let t = scores.len();

@@ -3,6 +3,8 @@
 //! in every .npy layout (by an independent writer here) and as CSV / JSON load back exactly;
 //! the attention interpretation keeps softmax rows distributions.
 
+mod common;
+use common::*;
 use kvlab::io::{
     self, interpret_attention, normalise_rows, safetensors, HeadPick, Limits, LoadError, Tensor,
 };
@@ -242,7 +244,7 @@ proptest! {
     fn csv_and_json_round_trip(
         rows in 1usize..6,
         cols in 1usize..6,
-        seed in proptest::collection::vec(-1.0e6f32..1.0e6, 36),
+        seed in proptest::collection::vec(f32_in(-1.0e6, 1.0e6), 36),
         delim in prop_oneof![Just(","), Just("\t"), Just(";"), Just("  ")],
     ) {
         let values: Vec<f32> = seed.iter().copied().take(rows * cols).collect();
@@ -265,7 +267,7 @@ proptest! {
         h in 1usize..4,
         s in 1usize..6,
         t in 1usize..8,
-        logits in proptest::collection::vec(-8.0f32..8.0, 4 * 6 * 8),
+        logits in proptest::collection::vec(f32_in(-8.0, 8.0), 4 * 6 * 8),
         head in 0usize..4,
     ) {
         let mut data = Vec::with_capacity(h * s * t);

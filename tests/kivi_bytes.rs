@@ -1,6 +1,8 @@
 //! Hand-worked byte counts of `kvlab::kivi` (issue 5, "Mixed precision (KIVI style)"), checked
 //! against `budget::effective_bits` and `budget::breakdown`.
 
+mod common;
+use common::*;
 use kvlab::budget::{breakdown, effective_bits, ModelConfig};
 use kvlab::kivi::{kivi_bytes, KiviConfig, KiviError};
 use kvlab::quant::{MetaDtype, Scheme};
@@ -288,7 +290,7 @@ proptest! {
         kb in 1u8..=16,
         vb in 1u8..=16,
         kg in 1usize..70,
-        vg_frac in 0.0f64..1.0,
+        vg_frac in f64_in(0.0, 1.0),
         r in 0usize..80,
         f32_meta in any::<bool>(),
     ) {

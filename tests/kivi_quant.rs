@@ -1,6 +1,8 @@
 //! `kvlab::kivi` quantization: which rows are quantized, that they match `quant::quantize`,
 //! error bounds, and per-channel vs per-token keys on synthetic keys with outlier channels.
 
+mod common;
+use common::*;
 use kvlab::kivi::{channel_vs_token_error, kivi_quantize, KiviConfig, KiviError};
 use kvlab::quant::{quantize, Granularity, MetaDtype};
 use kvlab::synth::{keys, kv_layout, values, KvSpec};
@@ -345,7 +347,7 @@ proptest! {
         kb in 1u8..=8,
         vb in 1u8..=8,
         kg in 1usize..12,
-        vg_frac in 0.0f64..1.0,
+        vg_frac in f64_in(0.0, 1.0),
         r in 0usize..20,
         seed in any::<u64>(),
     ) {

@@ -5,6 +5,8 @@
 //! `c % 8`, lanes combined as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`, the expected
 //! MSE per group in group order) and to 1e-12 against plain element-order sums.
 
+mod common;
+use common::*;
 use kvlab::chart::{error_heatmap_rgba, Colormap};
 use kvlab::kivi::{kivi_quantize, KiviConfig};
 use kvlab::quant::{
@@ -247,13 +249,13 @@ fn check(x: &Matrix, c: &QuantConfig) -> Result<(), TestCaseError> {
 /// values (constant groups, exact ties at half steps), tiny, large.
 fn values(n: usize) -> impl Strategy<Value = Vec<f32>> {
     prop_oneof![
-        prop::collection::vec(-10.0f32..10.0, n),
-        prop::collection::vec(0.5f32..100.0, n),
-        prop::collection::vec(-100.0f32..-0.01, n),
+        prop::collection::vec(f32_in(-10.0, 10.0), n),
+        prop::collection::vec(f32_in(0.5, 100.0), n),
+        prop::collection::vec(f32_in(-100.0, -0.01), n),
         prop::collection::vec((-4i32..=4).prop_map(|k| k as f32 * 0.25), n),
         prop::collection::vec(prop_oneof![Just(0.0f32), Just(3.5), Just(-1.0)], n),
-        prop::collection::vec(-1e-30f32..1e-30, n),
-        prop::collection::vec(prop_oneof![-1e4f32..1e4, Just(0.0)], n),
+        prop::collection::vec(f32_in(-1e-30, 1e-30), n),
+        prop::collection::vec(prop_oneof![f32_in(-1e4, 1e4), Just(0.0)], n),
     ]
 }
 

@@ -1,6 +1,8 @@
 //! URL state: any query parses without panicking into in-range settings, and every parsed
 //! state survives a round trip through `to_query`.
 
+mod common;
+use common::*;
 use kvlab::state::{Settings, MAX_CHANNELS, MAX_STEPS, MAX_TOKENS};
 use proptest::prelude::*;
 
@@ -46,7 +48,7 @@ fn key() -> impl Strategy<Value = String> {
 
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
-        (-1e12f64..1e12).prop_map(|v| v.to_string()),
+        f64_in(-1e12, 1e12).prop_map(|v| v.to_string()),
         any::<i64>().prop_map(|v| v.to_string()),
         Just("NaN".to_string()),
         Just("Infinity".to_string()),
