@@ -55,7 +55,9 @@ def timeit(f, runs):
 # --------------------------------------------------------------------------------------------
 # Quantization (src/quant.rs: quantize, Quantized::dequantize, error_stats)
 
-def quant_dequant_stats(k, bits=4):
+def channel_scales(k, bits):
+    """Per-channel symmetric scales as Rust stores them: (qmax, constant channels, f32 scales,
+    the same as f64, and the f64 divisor with 0 replaced by 1)."""
     qmax = 2 ** (bits - 1) - 1
     mn = k.min(axis=0)
     mx = k.max(axis=0)
@@ -67,7 +69,11 @@ def quant_dequant_stats(k, bits=4):
     if tiny.any():
         scale[tiny] = np.float32(1e-45)
     s64 = scale.astype(np.float64)
-    safe = np.where(s64 == 0, 1.0, s64)
+    return qmax, const, scale, s64, np.where(s64 == 0, 1.0, s64)
+
+
+def quant_dequant_stats(k, bits=4):
+    qmax, const, scale, s64, safe = channel_scales(k, bits)
     q = np.rint(k / safe)  # f32 / f64 -> f64, round half to even
     np.clip(q, -qmax, qmax, out=q)
     if const.any():
@@ -112,18 +118,7 @@ def quant_dequant_stats_into(k, buf, bits=4):
     """quant_dequant_stats with every tensor-sized result written into `buf` (numpy's `out=`),
     the counterpart of kvlab's quantize_reusing + dequantize_into: same operations, same
     answers, no large allocation per call."""
-    qmax = 2 ** (bits - 1) - 1
-    mn = k.min(axis=0)
-    mx = k.max(axis=0)
-    const = mn == mx
-    scale = (np.maximum(np.abs(mn), np.abs(mx)).astype(np.float64) / qmax).astype(np.float32)
-    if const.any():
-        scale[const] = np.abs(mn[const])
-    tiny = (scale == 0) & ~const
-    if tiny.any():
-        scale[tiny] = np.float32(1e-45)
-    s64 = scale.astype(np.float64)
-    safe = np.where(s64 == 0, 1.0, s64)
+    qmax, const, scale, s64, safe = channel_scales(k, bits)
     q, err, codes, hat = buf["f64"], buf["err"], buf["codes"], buf["hat"]
     np.divide(k, safe, out=q)
     np.rint(q, out=q)
