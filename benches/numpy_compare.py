@@ -72,6 +72,25 @@ def channel_scales(k, bits):
     return qmax, const, scale, s64, np.where(s64 == 0, 1.0, s64)
 
 
+def error_stats(k, scale, s64, col_max, sum_abs, sum_sq, sig_sq, bits):
+    """The statistics Rust's error_stats reports, from the per-channel maxima and the sums."""
+    n = k.size
+    half = s64 / 2
+    pos = half > 0
+    n_codes_bytes = -(-n * bits // 8)
+    return {
+        "max_abs": float(col_max.max()),
+        "mean_abs": float(sum_abs / n),
+        "rmse": float(np.sqrt(sum_sq / n)),
+        "snr_db": float("inf") if sum_sq == 0 else float(10 * np.log10(sig_sq / sum_sq)),
+        # every element of channel j has scale_j: the mean of scale^2/12 over elements
+        "expected_mse": float((s64 * s64 / 12).sum() * k.shape[0] / n),
+        # max over elements of |e| / (scale/2) = per channel (max |e|) / (scale/2)
+        "worst_bound_use": float((col_max[pos] / half[pos]).max()) if pos.any() else 0.0,
+        "compression_ratio": n * 2 / (n_codes_bytes + scale.size * 2),
+    }
+
+
 def quant_dequant_stats(k, bits=4):
     qmax, const, scale, s64, safe = channel_scales(k, bits)
     q = np.rint(k / safe)  # f32 / f64 -> f64, round half to even
@@ -84,23 +103,9 @@ def quant_dequant_stats(k, bits=4):
     err = np.subtract(k, hat, dtype=np.float64)
     a = np.abs(err)
     col_max = a.max(axis=0)
-    n = k.size
     sum_sq = (err * err).sum()
     sig_sq = np.square(k, dtype=np.float64).sum()
-    half = s64 / 2
-    pos = half > 0
-    n_codes_bytes = -(-n * bits // 8)
-    stats = {
-        "max_abs": float(col_max.max()),
-        "mean_abs": float(a.sum() / n),
-        "rmse": float(np.sqrt(sum_sq / n)),
-        "snr_db": float("inf") if sum_sq == 0 else float(10 * np.log10(sig_sq / sum_sq)),
-        # every element of channel j has scale_j: the mean of scale^2/12 over elements
-        "expected_mse": float((s64 * s64 / 12).sum() * k.shape[0] / n),
-        # max over elements of |e| / (scale/2) = per channel (max |e|) / (scale/2)
-        "worst_bound_use": float((col_max[pos] / half[pos]).max()) if pos.any() else 0.0,
-        "compression_ratio": n * 2 / (n_codes_bytes + scale.size * 2),
-    }
+    stats = error_stats(k, scale, s64, col_max, a.sum(), sum_sq, sig_sq, bits)
     return codes, scale, hat, stats
 
 
@@ -136,19 +141,7 @@ def quant_dequant_stats_into(k, buf, bits=4):
     sum_sq = err.sum()
     np.square(k, out=q, dtype=np.float64)
     sig_sq = q.sum()
-    n = k.size
-    half = s64 / 2
-    pos = half > 0
-    n_codes_bytes = -(-n * bits // 8)
-    stats = {
-        "max_abs": float(col_max.max()),
-        "mean_abs": float(sum_abs / n),
-        "rmse": float(np.sqrt(sum_sq / n)),
-        "snr_db": float("inf") if sum_sq == 0 else float(10 * np.log10(sig_sq / sum_sq)),
-        "expected_mse": float((s64 * s64 / 12).sum() * k.shape[0] / n),
-        "worst_bound_use": float((col_max[pos] / half[pos]).max()) if pos.any() else 0.0,
-        "compression_ratio": n * 2 / (n_codes_bytes + scale.size * 2),
-    }
+    stats = error_stats(k, scale, s64, col_max, sum_abs, sum_sq, sig_sq, bits)
     return codes, scale, hat, stats
 
 

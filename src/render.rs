@@ -574,13 +574,14 @@ mod tests {
         let mut lab = Lab::new(s.clone()).unwrap();
         let (l, style) = (Labels::default(), ChartStyle::light());
         let mut cache = AttentionCache::default();
-        let draw = |lab: &Lab, cache: &mut AttentionCache| {
+        let draw_in = |lab: &Lab, style: &ChartStyle, cache: &mut AttentionCache| {
             let mut svg = String::new();
             let root = SVGBackend::with_string(&mut svg, (420, 220)).into_drawing_area();
-            attention_heatmap(&root, lab, &l, &style, cache)
+            attention_heatmap(&root, lab, &l, style, cache)
                 .unwrap()
                 .rgba
         };
+        let draw = |lab: &Lab, cache: &mut AttentionCache| draw_in(lab, &style, cache);
         let first = draw(&lab, &mut cache);
         assert_eq!(first, draw(&lab, &mut AttentionCache::default()));
         for (budget, seed) in [(20, 0), (200, 0), (20, 5)] {
@@ -598,13 +599,7 @@ mod tests {
         assert_ne!(first, draw(&lab, &mut cache), "new data, new pixels");
         // another theme on the same data and size: the cached colourings are rebuilt
         let dark = ChartStyle::dark();
-        let draw_dark = |lab: &Lab, cache: &mut AttentionCache| {
-            let mut svg = String::new();
-            let root = SVGBackend::with_string(&mut svg, (420, 220)).into_drawing_area();
-            attention_heatmap(&root, lab, &l, &dark, cache)
-                .unwrap()
-                .rgba
-        };
+        let draw_dark = |lab: &Lab, cache: &mut AttentionCache| draw_in(lab, &dark, cache);
         let light = draw(&lab, &mut cache);
         let themed = draw_dark(&lab, &mut cache);
         assert_ne!(light, themed);
