@@ -12,7 +12,7 @@ use crate::budget::{
     breakdown, gib, tokens_that_fit, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
     QuantAccounting,
 };
-use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile};
+use crate::io::LoadError;
 use crate::kivi::{
     channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, StreamBytes, TensorError,
 };
@@ -28,6 +28,7 @@ use crate::select::{
 };
 use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Settings};
 use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
+use crate::upload::{Chosen, Uploads};
 use crate::Matrix;
 use serde::Serialize;
 use std::sync::Arc;
@@ -806,7 +807,7 @@ pub struct Lab {
     compare: CompareView,
     kivi: (KiviConfig, KiviFigures),
     figures: Figures,
-    files: Vec<LoadedFile>,
+    uploads: Uploads,
     data_memo: DataMemo,
     compare_cache: CompareCache,
     select_cache: SelectCache,
@@ -1554,7 +1555,7 @@ impl Lab {
             compare,
             kivi: (kivi_cfg, kivi),
             figures,
-            files: Vec::new(),
+            uploads: Uploads::new(),
             data_memo,
             compare_cache,
             select_cache,
@@ -1733,48 +1734,9 @@ impl Lab {
     }
 
     /// Reads an uploaded file and keeps its tensors for [`Lab::use_uploaded`]; the data in use
-    /// does not change. Returns what the file holds.
+    /// does not change. Returns what the file holds. (See [`Uploads::load`].)
     pub fn load_file(&mut self, name: &str, bytes: &[u8]) -> Result<FileSummary, LabError> {
-        let loaded = io::load(name, bytes, &Limits::default())?;
-        let summary = FileSummary {
-            file: loaded.file_name.clone(),
-            summary: loaded.summary.clone(),
-            tensors: loaded
-                .tensors
-                .iter()
-                .map(|t| TensorSummary {
-                    name: t.name.clone(),
-                    shape: t.tensor.shape().to_vec(),
-                    dtype: t.dtype.clone(),
-                })
-                .collect(),
-            skipped: loaded
-                .skipped
-                .iter()
-                .map(|t| format!("{}: {}", t.name, t.reason))
-                .collect(),
-        };
-        self.files.retain(|f| f.file_name != loaded.file_name);
-        self.files.push(loaded);
-        Ok(summary)
-    }
-
-    fn find(&self, name: &str) -> Result<&io::NamedTensor, LabError> {
-        // `file::tensor` or a bare tensor name (the last match wins: the newest upload)
-        self.files
-            .iter()
-            .rev()
-            .flat_map(|f| {
-                f.tensors
-                    .iter()
-                    .map(move |t| (format!("{}::{}", f.file_name, t.name), t))
-            })
-            .find(|(full, t)| full == name || t.name == name)
-            .map(|(_, t)| t)
-            .ok_or_else(|| LabError::Range {
-                field: "file",
-                message: format!("no uploaded tensor is called '{name}': upload it first"),
-            })
+        self.uploads.load(name, bytes)
     }
 
     /// Uses uploaded tensors: `attention` (`[S,T]`, `[T,T]` or `[H,S,T]` with `head`),
@@ -1792,44 +1754,39 @@ impl Lab {
         progress: &mut dyn FnMut(Stage),
     ) -> Result<UseSummary, LabError> {
         progress(Stage::Data);
-        let head = match choice.head_mode.as_str() {
-            "mean" => HeadPick::Mean,
-            "max" => HeadPick::Max,
-            "sum" => HeadPick::Sum,
-            _ => HeadPick::Head(choice.head),
-        };
-        let a = self.find(&choice.attention)?;
-        let mut att = io::interpret_attention(&a.name, &a.tensor, head)?;
-        if choice.normalise {
-            io::normalise_rows(&mut att.matrix);
-        }
-        let pick = io::KvPick {
-            layer: choice.layer,
-            head: choice.kv_head,
-        };
-        let k = self.find(&choice.keys)?;
-        let kv = io::interpret_kv(&k.name, &k.tensor, pick)?;
-        io::check_same_tokens(att.tokens(), kv.tokens())?;
-        let vv = match &choice.values {
-            Some(v) if !v.is_empty() => {
-                let t = self.find(v)?;
-                let vv = io::interpret_kv(&t.name, &t.tensor, pick)?;
-                io::check_kv_pair(&kv, &vv)?;
-                Some(vv)
-            }
-            _ => None,
-        };
-        let mut description = format!("uploaded: {}; {}", att.description, kv.description);
-        if let Some(v) = &vv {
-            description.push_str(&format!("; V: {}", v.description));
-        } else {
-            description.push_str("; no V given: K stands in for V");
-        }
-        let warnings: Vec<String> = att.warnings.iter().map(|w| w.to_string()).collect();
+        let chosen = self.uploads.choose(choice)?;
+        self.adopt(chosen, progress)
+    }
+
+    /// Makes tensors chosen from uploads ([`Uploads::choose`]) the data in use: the settings keep
+    /// everything that still fits the new shape (B, the window, the group size and the channel
+    /// are clamped to it). On error the data in use stays. The page calls this with what its
+    /// upload module chose.
+    pub fn use_chosen(&mut self, chosen: Chosen) -> Result<UseSummary, LabError> {
+        self.use_chosen_with_progress(chosen, &mut |_| {})
+    }
+
+    /// [`Lab::use_chosen`] with progress reports (see [`Stage`]).
+    pub fn use_chosen_with_progress(
+        &mut self,
+        chosen: Chosen,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<UseSummary, LabError> {
+        progress(Stage::Data);
+        self.adopt(chosen, progress)
+    }
+
+    /// The data stage after its reading part: `chosen` in use, every view computed anew.
+    fn adopt(
+        &mut self,
+        chosen: Chosen,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<UseSummary, LabError> {
+        let (attention, keys, values, description, warnings) = chosen.into_parts();
         let data = Data {
-            attention: att.matrix,
-            values: vv.map_or_else(|| kv.matrix.clone(), |v| v.matrix),
-            keys: kv.matrix,
+            attention,
+            values: values.unwrap_or_else(|| keys.clone()),
+            keys,
             generated: None,
             description: description.clone(),
         };
@@ -1847,8 +1804,8 @@ impl Lab {
             0
         };
         let fresh = Lab::with_data(data, s, progress, false)?;
-        let files = std::mem::take(&mut self.files);
-        *self = Lab { files, ..fresh };
+        let uploads = std::mem::take(&mut self.uploads);
+        *self = Lab { uploads, ..fresh };
         Ok(UseSummary {
             description,
             warnings,
@@ -1867,8 +1824,8 @@ impl Lab {
         progress: &mut dyn FnMut(Stage),
     ) -> Result<&Figures, LabError> {
         let fresh = Lab::new_with_progress(s.clone(), progress)?;
-        let files = std::mem::take(&mut self.files);
-        *self = Lab { files, ..fresh };
+        let uploads = std::mem::take(&mut self.uploads);
+        *self = Lab { uploads, ..fresh };
         Ok(&self.figures)
     }
 

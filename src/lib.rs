@@ -34,7 +34,10 @@ pub mod select;
 pub mod state;
 pub mod synth;
 pub mod tensor;
+pub mod upload;
 #[cfg(target_arch = "wasm32")]
+pub mod js;
+#[cfg(all(target_arch = "wasm32", feature = "page"))]
 mod web;
 
 pub use tensor::{Matrix, ShapeError};

@@ -9,7 +9,9 @@
 // name the stage about to run, and `init` may send its first view early as `{id, partial}`.
 //
 // The wasm module comes from one of two builds (scalar `pkg/` or simd128 `pkg-simd/`, see
-// `wasmBuild`); both give bit-identical results.
+// `wasmBuild`); both give bit-identical results. The file readers are a second module
+// (`pkg-upload/`, the `upload/` crate), fetched on the first upload (`uploadsModule`): most
+// visits never upload a file, and the readers are a fifth of the code.
 
 /** Bytes of a module using a SIMD instruction (`i8x16.popcnt`): valid only with simd128. */
 const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0,
@@ -35,6 +37,24 @@ export async function loadWasm(build, module = null) {
   ]);
   await mod.default(compiled ? { module_or_path: compiled } : undefined);
   return mod;
+}
+
+/**
+ * The upload module's file store (`Uploads`), fetched and instantiated on the first call; later
+ * calls return the same store (the files uploaded so far stay in the upload module's memory).
+ */
+let uploadsPromise = null;
+function uploadsModule() {
+  if (!uploadsPromise) {
+    uploadsPromise = (async () => {
+      const mod = await import('./pkg-upload/kvlab_upload.js');
+      await mod.default();
+      return new mod.Uploads();
+    })();
+    // A failed fetch (offline before the module was cached) may succeed on the next upload.
+    uploadsPromise.catch(() => { uploadsPromise = null; });
+  }
+  return uploadsPromise;
 }
 
 /** Milliseconds since the epoch, comparable between the page and a worker (cold-load timeline). */
@@ -192,14 +212,24 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       query: toQuery(settings),
     })),
     draw: ({ draw: spec }) => ({ timings: { compute: 0, draws: draw(spec) } }),
-    loadFile: ({ name, bytes }) => page.loadFile(name, bytes),
-    useUploaded: ({ id, choice, keep, draw: spec }) => computeAndDraw(id, spec, (progress) => {
-      const result = page.useUploaded(choice, progress);
-      // The uploaded data's shape plus the page's own keys (language, embed mode).
-      const settings = { ...page.settings(), ...keep };
-      const figures = page.update(settings, progress);
-      return { result, settings, figures, query: toQuery(settings) };
-    }),
+    loadFile: async ({ name, bytes }) => (await uploadsModule()).load(name, bytes),
+    useUploaded: async ({ id, choice, keep, draw: spec }) => {
+      const uploads = await uploadsModule();
+      return computeAndDraw(id, spec, (progress) => {
+        const chosen = uploads.choose(choice);
+        let result;
+        try {
+          result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
+            chosen.values(), chosen.valuesWidth, chosen.description, chosen.warnings(), progress);
+        } finally {
+          chosen.free();
+        }
+        // The uploaded data's shape plus the page's own keys (language, embed mode).
+        const settings = { ...page.settings(), ...keep };
+        const figures = page.update(settings, progress);
+        return { result, settings, figures, query: toQuery(settings) };
+      });
+    },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
       figures: page.useGenerated(settings, progress),
       settings,

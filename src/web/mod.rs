@@ -10,7 +10,10 @@
 //! the page shows the message next to that control; the lab keeps its last good state.
 
 use crate::chart::{ChartError, ChartStyle};
-use crate::lab::{Lab, LabError, Stage, UploadChoice};
+use crate::js::{error, lab_error, reporter, to_js};
+use crate::lab::{Lab, LabError};
+use crate::upload::Chosen;
+use crate::Matrix;
 use crate::render::{self, Labels, Pixels};
 use crate::state::Settings;
 use plotters::coord::Shift;
@@ -36,39 +39,8 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-fn error(field: &str, message: &str) -> JsValue {
-    let e = js_sys::Error::new(message);
-    // Setting a property on a fresh Error object cannot fail; ignore the Result to stay total.
-    let _ = js_sys::Reflect::set(&e, &"field".into(), &field.into());
-    e.into()
-}
-
-fn lab_error(e: &LabError) -> JsValue {
-    error(e.field(), &e.to_string())
-}
-
 fn chart_error(e: ChartError) -> JsValue {
     error("chart", &e.to_string())
-}
-
-fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
-    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
-        .map_err(|e| {
-            error(
-                "internal",
-                &format!("could not convert a result for the page: {e}"),
-            )
-        })
-}
-
-/// A progress callback for the lab: calls `f(stage_key)`; an exception thrown by `f` is
-/// ignored (progress is advisory and must not abort a computation).
-fn reporter(f: Option<js_sys::Function>) -> impl FnMut(Stage) {
-    move |stage: Stage| {
-        if let Some(f) = &f {
-            let _ = f.call1(&JsValue::NULL, &stage.key().into());
-        }
-    }
 }
 
 fn settings_of(v: JsValue) -> Result<Settings, JsValue> {
@@ -251,27 +223,39 @@ impl Page {
         Ok(())
     }
 
-    /// Reads an uploaded file (bytes copied once into wasm); returns what it holds. The data in
-    /// use does not change until [`Page::use_uploaded`].
-    #[wasm_bindgen(js_name = loadFile)]
-    pub fn load_file(&mut self, name: &str, bytes: &[u8]) -> Result<JsValue, JsValue> {
-        let s = self.lab.load_file(name, bytes).map_err(|e| lab_error(&e))?;
-        to_js(&s)
-    }
-
-    /// Uses uploaded tensors `{attention, keys, values?, headMode, head, layer, kvHead,
-    /// normalise}`; returns `{description, warnings}`. On error the data in use stays.
-    #[wasm_bindgen(js_name = useUploaded)]
-    pub fn use_uploaded(
+    /// Uses tensors the upload module chose (`Uploads.choose` in `upload/`): `attention`
+    /// (`steps x tokens`, row-major), `keys` (`tokens x channels`), `values` (`tokens x
+    /// values_width`, or `undefined` for K standing in for V), with the choice's description and
+    /// warnings. Returns `{description, warnings}`. On error (shapes that do not agree, each
+    /// named) the data in use stays.
+    #[wasm_bindgen(js_name = useChosen)]
+    #[allow(clippy::too_many_arguments)] // (flat typed arrays and numbers: no object to decode)
+    pub fn use_chosen(
         &mut self,
-        choice: JsValue,
+        attention: Vec<f32>,
+        steps: usize,
+        keys: Vec<f32>,
+        channels: usize,
+        values: Option<Vec<f32>>,
+        values_width: usize,
+        description: String,
+        warnings: Vec<String>,
         progress: Option<js_sys::Function>,
     ) -> Result<JsValue, JsValue> {
-        let c: UploadChoice = serde_wasm_bindgen::from_value(choice)
-            .map_err(|e| error("file", &format!("tensor choice rejected: {e}")))?;
+        let matrix = |what: &str, rows: Option<usize>, cols: usize, data: Vec<f32>| {
+            let rows = rows.unwrap_or(data.len().checked_div(cols).unwrap_or(0));
+            Matrix::new(rows, cols, data).map_err(|e| error("file", &format!("{what}: {e}")))
+        };
+        let a = matrix("attention", Some(steps), attention.len() / steps.max(1), attention)?;
+        let k = matrix("K", None, channels, keys)?;
+        let v = match values {
+            Some(v) => Some(matrix("V", None, values_width, v)?),
+            None => None,
+        };
+        let chosen = Chosen::new(a, k, v, description, warnings).map_err(|e| lab_error(&e))?;
         let s = self
             .lab
-            .use_uploaded_with_progress(&c, &mut reporter(progress))
+            .use_chosen_with_progress(chosen, &mut reporter(progress))
             .map_err(|e| lab_error(&e))?;
         to_js(&s)
     }

@@ -1,7 +1,7 @@
 //! `cargo xtask`: build, serve and test kvlab (the alias lives in `.cargo/config.toml`).
 //!
 //! ```text
-//! cargo xtask build            wasm32 release builds (scalar, simd128) + bindings into www/pkg*/
+//! cargo xtask build            wasm32 release builds (page: scalar, simd128; upload module) + bindings into www/pkg*/
 //! cargo xtask dist             build, then assemble www/ into dist/ (a relocatable static site)
 //! cargo xtask serve [--port N] dist, then serve dist/ on http://127.0.0.1:N/ (default 8000)
 //! cargo xtask test             fmt, clippy, native tests, wasm build + dist, browser tests
@@ -29,7 +29,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  build             build the wasm crate (release, scalar and simd128) and its www/pkg*/ bindings
+  build             build the wasm modules (release: the page scalar and simd128, the upload module) and their www/pkg*/ bindings
   dist              build, then assemble the static site into dist/
   serve [--port N]  dist, then serve dist/ on http://127.0.0.1:N/ (default port 8000)
   test              fmt check, clippy, native tests, wasm build + dist, browser tests;

@@ -1,5 +1,5 @@
-//! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/` and `www/pkg-simd/`) into
-//! `dist/`.
+//! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/`, `www/pkg-simd/` and
+//! `www/pkg-upload/`) into `dist/`.
 //!
 //! `dist/` is a plain folder that works from any static host and any sub-path, so every URL in
 //! the page must be relative and nothing may come from another origin. [`absolute_urls`] checks
@@ -19,6 +19,8 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         "pkg/kvlab_bg.wasm",
         "pkg-simd/kvlab.js",
         "pkg-simd/kvlab_bg.wasm",
+        "pkg-upload/kvlab_upload.js",
+        "pkg-upload/kvlab_upload_bg.wasm",
     ] {
         if !www.join(required).is_file() {
             return Err(format!("{} is missing", www.join(required).display()).into());
@@ -31,8 +33,12 @@ pub fn dist(ws: &Workspace) -> Result<()> {
     for file in &files {
         let rel = file.strip_prefix(&www)?;
         let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
-        // The generated glue is wasm-bindgen's; it loads the module relative to import.meta.url.
-        let generated = rel.starts_with("pkg") || rel.starts_with("pkg-simd");
+        // The generated glue (`pkg*/`) is wasm-bindgen's; it loads its module relative to
+        // import.meta.url.
+        let generated = rel
+            .components()
+            .next()
+            .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with("pkg"));
         if matches!(ext, "html" | "css" | "js" | "mjs") && !generated {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;

@@ -17,10 +17,14 @@ use crate::{run_status, show, Result, Workspace};
 /// The target triple of the browser build.
 pub const TARGET: &str = "wasm32-unknown-unknown";
 
-/// One of the two wasm builds the page ships.
+/// One of the wasm builds the page ships.
 struct Flavour {
     /// Shown in the output.
     name: &'static str,
+    /// The package built.
+    package: &'static str,
+    /// The `.wasm` file's stem (the package's lib name).
+    artifact: &'static str,
     /// Folder of its bindings under `www/`.
     pkg: &'static str,
     /// Its own target folder under the workspace's (so the two builds never evict each other's
@@ -29,29 +33,56 @@ struct Flavour {
     /// `CARGO_ENCODED_RUSTFLAGS` for it (applies to the wasm artifacts only, as `--target` is
     /// given), or `None`.
     rustflags: Option<&'static str>,
+    /// The release profile's `opt-level` for this build, when not the profile's own.
+    opt_level: Option<&'static str>,
 }
 
-/// The scalar build (`www/pkg/`, every browser with WebAssembly) and the SIMD build
-/// (`www/pkg-simd/`, compiled with simd128, which every current browser has). The page loads the
-/// SIMD build where `WebAssembly.validate` accepts a SIMD module (`www/client.js`); both compute
-/// bit-identical results (a browser test checks the figures and data fingerprints).
-const FLAVOURS: [Flavour; 2] = [
+/// The page's module as a scalar build (`www/pkg/`, every browser with WebAssembly) and as a SIMD
+/// build (`www/pkg-simd/`, compiled with simd128, which every current browser has), and the upload
+/// module (`www/pkg-upload/`, the `upload/` crate: the file readers, fetched on the first upload).
+/// The page loads the SIMD build where `WebAssembly.validate` accepts a SIMD module
+/// (`www/client.js`); both compute bit-identical results (a browser test checks the figures and
+/// data fingerprints). The upload module only reads files, so one scalar build serves all.
+const FLAVOURS: [Flavour; 3] = [
     Flavour {
         name: "scalar",
+        package: "kvlab",
+        artifact: "kvlab",
         pkg: "pkg",
         target_sub: None,
         rustflags: None,
+        opt_level: None,
     },
     Flavour {
         name: "simd128",
+        package: "kvlab",
+        artifact: "kvlab",
         pkg: "pkg-simd",
         target_sub: Some("wasm-simd"),
         rustflags: Some("-Ctarget-feature=+simd128"),
+        opt_level: None,
+    },
+    Flavour {
+        name: "upload module",
+        package: "kvlab-upload",
+        artifact: "kvlab_upload",
+        pkg: PKG_ON_DEMAND,
+        // (its own folder: kvlab without `page` would overwrite the page build's kvlab, whose
+        // cdylib artifacts carry no hash, and each build would then recompile it)
+        target_sub: Some("wasm-upload"),
+        rustflags: None,
+        // Size over speed: it runs once per file, and `z` makes what the page downloads for it
+        // smaller (the kernels in the page's module need `3`: rustc vectorises no loop at `s`
+        // or `z`).
+        opt_level: Some("z"),
     },
 ];
 
-/// Builds the crate for wasm32 (release) twice (scalar and simd128), generates the bindings into
-/// `www/pkg/` and `www/pkg-simd/`, prints sizes.
+/// The bindings folder of the module the page fetches only when needed (on the first upload).
+pub const PKG_ON_DEMAND: &str = "pkg-upload";
+
+/// Builds the wasm32 release modules ([`FLAVOURS`]), generates their bindings into `www/pkg*/`,
+/// prints sizes.
 pub fn build(ws: &Workspace) -> Result<()> {
     ensure_target()?;
     let started = Instant::now();
@@ -68,8 +99,8 @@ pub fn build(ws: &Workspace) -> Result<()> {
 
 fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
     println!(
-        "xtask: building kvlab for {TARGET} (release, {})",
-        flavour.name
+        "xtask: building {} for {TARGET} (release, {})",
+        flavour.package, flavour.name
     );
     let target = match flavour.target_sub {
         Some(sub) => ws.target().join(sub),
@@ -82,7 +113,7 @@ fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
         "--target",
         TARGET,
         "-p",
-        "kvlab",
+        flavour.package,
         "--lib",
         "--target-dir",
     ])
@@ -91,8 +122,15 @@ fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
         Some(flags) => cmd.env("CARGO_ENCODED_RUSTFLAGS", flags),
         None => cmd.env_remove("CARGO_ENCODED_RUSTFLAGS"),
     };
+    match flavour.opt_level {
+        Some(level) => cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", level),
+        None => cmd.env_remove("CARGO_PROFILE_RELEASE_OPT_LEVEL"),
+    };
     run_status(&mut cmd)?;
-    let wasm = target.join(TARGET).join("release").join("kvlab.wasm");
+    let wasm = target
+        .join(TARGET)
+        .join("release")
+        .join(format!("{}.wasm", flavour.artifact));
     if !wasm.is_file() {
         return Err(format!("the build succeeded but {} is missing", wasm.display()).into());
     }
@@ -152,8 +190,9 @@ pub fn ensure_target() -> Result<()> {
 }
 
 /// Raw and gzip sizes of each wasm build and of the whole page as one browser downloads it:
-/// every html, js and css file under `www` plus one build's folder (`pkg*/`), gzipped one by one
-/// as a server would send them; the page line is the larger of the builds.
+/// every html, js and css file under `www` plus one build's folder (`pkg*/`) plus the module
+/// fetched on demand ([`PKG_ON_DEMAND`], counted although a visit without uploads never fetches
+/// it), gzipped one by one as a server would send them; the page line takes the larger build.
 pub fn size_report(www: &Path) -> Result<String> {
     let mut files = Vec::new();
     collect_files(www, &mut files)?;
@@ -190,16 +229,26 @@ pub fn size_report(www: &Path) -> Result<String> {
         part[4] += 1;
     }
     let shared = parts.remove("").unwrap_or_default();
+    let on_demand = parts.remove(PKG_ON_DEMAND);
     let mut out = String::new();
-    let mut page = [shared[2], shared[3], shared[4]];
-    for (name, p) in &parts {
+    let mut base = [shared[2], shared[3], shared[4]];
+    if let Some(p) = on_demand {
         out.push_str(&format!(
-            "size: wasm ({name}/) {} raw, {} gzip\n",
+            "size: wasm ({PKG_ON_DEMAND}/, fetched on the first upload) {} raw, {} gzip\n",
             kib(p[0]),
             kib(p[1])
         ));
-        if shared[3] + p[3] >= page[1] {
-            page = [shared[2] + p[2], shared[3] + p[3], shared[4] + p[4]];
+        base = [base[0] + p[2], base[1] + p[3], base[2] + p[4]];
+    }
+    let mut page = base;
+    for (name, p) in &parts {
+        out.push_str(&format!(
+            "size: wasm ({name}/, loaded at start) {} raw, {} gzip\n",
+            kib(p[0]),
+            kib(p[1])
+        ));
+        if base[1] + p[3] >= page[1] {
+            page = [base[0] + p[2], base[1] + p[3], base[2] + p[4]];
         }
     }
     out.push_str(&format!(
@@ -257,13 +306,20 @@ mod tests {
         std::fs::write(dir.join("notes.txt"), "y".repeat(5000)).unwrap();
         std::fs::create_dir_all(dir.join("pkg-simd")).unwrap();
         std::fs::write(dir.join("pkg-simd/m.wasm"), vec![0u8; 1200]).unwrap();
+        std::fs::create_dir_all(dir.join(PKG_ON_DEMAND)).unwrap();
+        std::fs::write(dir.join(PKG_ON_DEMAND).join("u.wasm"), vec![0u8; 700]).unwrap();
         let report = size_report(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(report.contains("wasm (pkg/) 1000 B"), "{report}");
-        assert!(report.contains("wasm (pkg-simd/) 1200 B"), "{report}");
-        // one build per browser: the shared html plus the larger build, not both
+        assert!(report.contains("wasm (pkg/, loaded at start) 1000 B"), "{report}");
+        assert!(report.contains("wasm (pkg-simd/, loaded at start) 1200 B"), "{report}");
         assert!(
-            report.contains("page (2 html/js/wasm/css files a browser loads) 1300 B"),
+            report.contains("wasm (pkg-upload/, fetched on the first upload) 700 B"),
+            "{report}"
+        );
+        // one build per browser: the shared html plus the larger build, not both, plus the
+        // module fetched on demand
+        assert!(
+            report.contains("page (3 html/js/wasm/css files a browser loads) 2000 B"),
             "{report}"
         );
     }

@@ -1,0 +1,42 @@
+//! JavaScript-facing helpers (wasm32 only) shared by the page's module (`web`, feature `page`)
+//! and the upload module (the `upload/` crate): errors as JavaScript `Error`s with a `field`
+//! naming the control, results as plain objects, progress callbacks.
+
+use crate::lab::{LabError, Stage};
+use serde::Serialize;
+use wasm_bindgen::JsValue;
+
+/// A JavaScript `Error` with `message` and a `field` property naming the control to show it
+/// next to.
+pub fn error(field: &str, message: &str) -> JsValue {
+    let e = js_sys::Error::new(message);
+    // Setting a property on a fresh Error object cannot fail; ignore the Result to stay total.
+    let _ = js_sys::Reflect::set(&e, &"field".into(), &field.into());
+    e.into()
+}
+
+/// [`error`] for a lab error (its [`LabError::field`] and message).
+pub fn lab_error(e: &LabError) -> JsValue {
+    error(e.field(), &e.to_string())
+}
+
+/// `v` as a plain JavaScript object (maps as objects, as JSON would give them).
+pub fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| {
+            error(
+                "internal",
+                &format!("could not convert a result for the page: {e}"),
+            )
+        })
+}
+
+/// A progress callback for the lab: calls `f(stage_key)`; an exception thrown by `f` is
+/// ignored (progress is advisory and must not abort a computation).
+pub fn reporter(f: Option<js_sys::Function>) -> impl FnMut(Stage) {
+    move |stage: Stage| {
+        if let Some(f) = &f {
+            let _ = f.call1(&JsValue::NULL, &stage.key().into());
+        }
+    }
+}

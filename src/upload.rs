@@ -1,0 +1,307 @@
+//! Uploaded files, and the choice of tensors from them that the lab then uses.
+//!
+//! Two steps, kept apart so that the page can load them separately: [`Uploads`] reads files
+//! ([`crate::io::load`]) and turns a [`UploadChoice`] into the three matrices the note works
+//! with ([`Uploads::choose`] gives a [`Chosen`]); [`crate::lab::Lab::use_chosen`] then makes
+//! them the data in use. Natively, [`crate::lab::Lab::use_uploaded`] does both. On the page the
+//! first step runs in a second WebAssembly module (the `upload/` crate), fetched on the first
+//! upload: the file parsers are a fifth of the code, and most visits never upload a file.
+
+use crate::io::{self, HeadPick, Limits, LoadedFile, NamedTensor};
+use crate::lab::{FileSummary, LabError, TensorSummary, UploadChoice};
+use crate::Matrix;
+
+/// The files uploaded so far (a file uploaded again under the same name replaces the old one).
+#[derive(Debug, Clone, Default)]
+pub struct Uploads {
+    files: Vec<LoadedFile>,
+}
+
+/// Uploaded tensors interpreted for use: `A` (`S x T`), `K` (`T x d`) and optionally `V`
+/// (`T x d_v`), with a description and warnings for the page. The constructor checks that the
+/// three agree on `T`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chosen {
+    attention: Matrix,
+    keys: Matrix,
+    values: Option<Matrix>,
+    description: String,
+    warnings: Vec<String>,
+}
+
+impl Chosen {
+    /// Checks that `keys` (and `values`, when given) have one row per column of `attention`
+    /// (a [`Matrix`] is never empty). Errors name both token counts.
+    ///
+    /// ```
+    /// use kvlab::upload::Chosen;
+    /// use kvlab::Matrix;
+    /// let a = Matrix::new(2, 3, vec![0.5; 6]).unwrap();
+    /// let k = Matrix::new(3, 4, vec![1.0; 12]).unwrap();
+    /// assert!(Chosen::new(a.clone(), k, None, "x".into(), vec![]).is_ok());
+    /// let short = Matrix::new(2, 4, vec![1.0; 8]).unwrap();
+    /// assert!(Chosen::new(a, short, None, "x".into(), vec![]).is_err());
+    /// ```
+    pub fn new(
+        attention: Matrix,
+        keys: Matrix,
+        values: Option<Matrix>,
+        description: String,
+        warnings: Vec<String>,
+    ) -> Result<Chosen, LabError> {
+        io::check_same_tokens(attention.cols(), keys.rows())?;
+        if let Some(v) = &values {
+            if v.rows() != keys.rows() {
+                return Err(LabError::Range {
+                    field: "file",
+                    message: format!(
+                        "K covers {} tokens but V covers {}: they must cover the same tokens",
+                        keys.rows(),
+                        v.rows()
+                    ),
+                });
+            }
+        }
+        Ok(Chosen {
+            attention,
+            keys,
+            values,
+            description,
+            warnings,
+        })
+    }
+
+    /// `A`, `S x T`.
+    pub fn attention(&self) -> &Matrix {
+        &self.attention
+    }
+
+    /// `K`, `T x d`.
+    pub fn keys(&self) -> &Matrix {
+        &self.keys
+    }
+
+    /// `V`, `T x d_v`, when one was chosen (else the keys stand in for it).
+    pub fn values(&self) -> Option<&Matrix> {
+        self.values.as_ref()
+    }
+
+    /// What is in use, for the page.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Warnings (rows not summing to 1, ...).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The parts: `(attention, keys, values, description, warnings)`.
+    pub fn into_parts(self) -> (Matrix, Matrix, Option<Matrix>, String, Vec<String>) {
+        (
+            self.attention,
+            self.keys,
+            self.values,
+            self.description,
+            self.warnings,
+        )
+    }
+}
+
+impl Uploads {
+    /// No files.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads an uploaded file ([`crate::io::load`] with the default [`Limits`]) and keeps its
+    /// tensors for [`Uploads::choose`]. Returns what the file holds.
+    pub fn load(&mut self, name: &str, bytes: &[u8]) -> Result<FileSummary, LabError> {
+        let loaded = io::load(name, bytes, &Limits::default())?;
+        Ok(self.add(loaded))
+    }
+
+    /// Keeps a file read elsewhere (replacing one of the same name); returns what it holds.
+    pub fn add(&mut self, loaded: LoadedFile) -> FileSummary {
+        let summary = FileSummary {
+            file: loaded.file_name.clone(),
+            summary: loaded.summary.clone(),
+            tensors: loaded
+                .tensors
+                .iter()
+                .map(|t| TensorSummary {
+                    name: t.name.clone(),
+                    shape: t.tensor.shape().to_vec(),
+                    dtype: t.dtype.clone(),
+                })
+                .collect(),
+            skipped: loaded
+                .skipped
+                .iter()
+                .map(|t| format!("{}: {}", t.name, t.reason))
+                .collect(),
+        };
+        self.files.retain(|f| f.file_name != loaded.file_name);
+        self.files.push(loaded);
+        summary
+    }
+
+    /// The number of files kept.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether no file has been uploaded.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    fn find(&self, name: &str) -> Result<&NamedTensor, LabError> {
+        // `file::tensor` or a bare tensor name (the last match wins: the newest upload)
+        self.files
+            .iter()
+            .rev()
+            .flat_map(|f| {
+                f.tensors
+                    .iter()
+                    .map(move |t| (format!("{}::{}", f.file_name, t.name), t))
+            })
+            .find(|(full, t)| full == name || t.name == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| LabError::Range {
+                field: "file",
+                message: format!("no uploaded tensor is called '{name}': upload it first"),
+            })
+    }
+
+    /// Interprets the chosen tensors: `attention` (`[S,T]`, `[T,T]` or `[H,S,T]` with `head`),
+    /// `keys` and optionally `values` (`[T,d]`, `[H,T,d]`, `[L,H,T,d]` with `layer`/`head`).
+    /// Checks that `T` agrees; normalises the attention rows when asked.
+    pub fn choose(&self, choice: &UploadChoice) -> Result<Chosen, LabError> {
+        let head = match choice.head_mode.as_str() {
+            "mean" => HeadPick::Mean,
+            "max" => HeadPick::Max,
+            "sum" => HeadPick::Sum,
+            _ => HeadPick::Head(choice.head),
+        };
+        let a = self.find(&choice.attention)?;
+        let mut att = io::interpret_attention(&a.name, &a.tensor, head)?;
+        if choice.normalise {
+            io::normalise_rows(&mut att.matrix);
+        }
+        let pick = io::KvPick {
+            layer: choice.layer,
+            head: choice.kv_head,
+        };
+        let k = self.find(&choice.keys)?;
+        let kv = io::interpret_kv(&k.name, &k.tensor, pick)?;
+        io::check_same_tokens(att.tokens(), kv.tokens())?;
+        let vv = match &choice.values {
+            Some(v) if !v.is_empty() => {
+                let t = self.find(v)?;
+                let vv = io::interpret_kv(&t.name, &t.tensor, pick)?;
+                io::check_kv_pair(&kv, &vv)?;
+                Some(vv)
+            }
+            _ => None,
+        };
+        let mut description = format!("uploaded: {}; {}", att.description, kv.description);
+        if let Some(v) = &vv {
+            description.push_str(&format!("; V: {}", v.description));
+        } else {
+            description.push_str("; no V given: K stands in for V");
+        }
+        let warnings: Vec<String> = att.warnings.iter().map(|w| w.to_string()).collect();
+        Chosen::new(
+            att.matrix,
+            kv.matrix,
+            vv.map(|v| v.matrix),
+            description,
+            warnings,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        let mut header = format!(
+            "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
+            dims.join(", ")
+        );
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        for v in data {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    fn choice(attention: &str, keys: &str) -> UploadChoice {
+        UploadChoice {
+            attention: attention.into(),
+            keys: keys.into(),
+            head_mode: "head".into(),
+            ..UploadChoice::default()
+        }
+    }
+
+    #[test]
+    fn choose_interprets_and_checks_tokens() {
+        let mut up = Uploads::new();
+        assert!(up.is_empty());
+        let a = up
+            .load("a.npy", &npy_f32(&[2, 3], &[0.5, 0.5, 0.0, 0.2, 0.3, 0.5]))
+            .expect("attention");
+        assert_eq!(a.tensors[0].shape, vec![2, 3]);
+        up.load("k.npy", &npy_f32(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+            .expect("keys");
+        up.load("k4.npy", &npy_f32(&[4, 2], &[1.0; 8])).expect("4 keys");
+        assert_eq!(up.len(), 3);
+        let c = up.choose(&choice("a.npy", "k.npy")).expect("agree on T");
+        assert_eq!((c.attention().rows(), c.attention().cols()), (2, 3));
+        assert_eq!(c.keys().row(2), Some(&[5.0, 6.0][..]));
+        assert!(c.values().is_none());
+        assert!(c.description().contains("K stands in for V"), "{}", c.description());
+        let e = up.choose(&choice("a.npy", "k4.npy")).unwrap_err();
+        assert_eq!(e.field(), "file");
+        assert!(e.to_string().contains('3') && e.to_string().contains('4'), "{e}");
+        let e = up.choose(&choice("nope.npy", "k.npy")).unwrap_err();
+        assert!(e.to_string().contains("'nope.npy'"), "{e}");
+    }
+
+    #[test]
+    fn a_file_uploaded_again_replaces_the_old_one() {
+        let mut up = Uploads::new();
+        up.load("a.npy", &npy_f32(&[1, 2], &[0.5, 0.5])).expect("first");
+        up.load("a.npy", &npy_f32(&[1, 3], &[0.2, 0.3, 0.5]))
+            .expect("second");
+        assert_eq!(up.len(), 1);
+        up.load("k.npy", &npy_f32(&[3, 1], &[1.0, 2.0, 3.0])).expect("k");
+        let c = up.choose(&choice("a.npy", "k.npy")).expect("the newer a.npy");
+        assert_eq!(c.attention().cols(), 3);
+    }
+
+    #[test]
+    fn chosen_rejects_parts_that_disagree_on_tokens() {
+        let m = |r: usize, c: usize| Matrix::new(r, c, vec![0.25; r * c]).expect("matrix");
+        let ok = Chosen::new(m(2, 4), m(4, 3), Some(m(4, 5)), "d".into(), vec![]);
+        assert!(ok.is_ok(), "V may have its own width");
+        let e = Chosen::new(m(2, 4), m(4, 3), Some(m(3, 3)), "d".into(), vec![]).unwrap_err();
+        assert!(e.to_string().contains("K covers 4 tokens but V covers 3"), "{e}");
+        let e = Chosen::new(m(2, 4), m(5, 3), None, "d".into(), vec![]).unwrap_err();
+        assert_eq!(e.field(), "file");
+        let (a, k, v, d, w) = Chosen::new(m(1, 2), m(2, 2), None, "desc".into(), vec!["w".into()])
+            .expect("valid")
+            .into_parts();
+        assert_eq!((a.cols(), k.rows(), v, d, w), (2, 2, None, "desc".to_string(), vec!["w".to_string()]));
+    }
+}

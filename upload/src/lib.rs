@@ -1,0 +1,112 @@
+//! kvlab's upload module: the file readers as a second WebAssembly module.
+//!
+//! The page's own module (the `kvlab` crate with its `page` feature) holds no file reader: the
+//! readers and the JSON parser behind them are a fifth of its code, and most visits never
+//! upload a file. The page's engine (`www/engine.js`) fetches this module on the first upload;
+//! it reads files and keeps them ([`kvlab::upload::Uploads`]), and turns the learner's choice of
+//! tensors into the three matrices the note works with ([`kvlab::upload::Uploads::choose`]),
+//! which the page's module then takes as typed arrays (`Page.useChosen`).
+//!
+//! Everything here is a thin wasm32 wrapper; the logic lives in `kvlab` and is tested there.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+#[cfg(target_arch = "wasm32")]
+mod web {
+    use kvlab::js::{error, lab_error, to_js};
+    use kvlab::lab::UploadChoice;
+    use kvlab::upload::Chosen as Picked;
+    use wasm_bindgen::prelude::*;
+
+    /// Installs the panic hook once, when the module is instantiated.
+    #[wasm_bindgen(start)]
+    pub fn start() {
+        console_error_panic_hook::set_once();
+    }
+
+    /// The files uploaded so far, in this module's memory.
+    #[wasm_bindgen]
+    #[derive(Default)]
+    pub struct Uploads {
+        inner: kvlab::upload::Uploads,
+    }
+
+    #[wasm_bindgen]
+    impl Uploads {
+        /// No files yet.
+        #[wasm_bindgen(constructor)]
+        pub fn new() -> Uploads {
+            Uploads::default()
+        }
+
+        /// Reads a file (bytes copied once into wasm) and keeps its tensors; returns what it
+        /// holds: `{file, summary, tensors: [{name, shape, dtype}], skipped}`.
+        pub fn load(&mut self, name: &str, bytes: &[u8]) -> Result<JsValue, JsValue> {
+            let s = self.inner.load(name, bytes).map_err(|e| lab_error(&e))?;
+            to_js(&s)
+        }
+
+        /// The tensors `choice` (`{attention, keys, values?, headMode, head, layer, kvHead,
+        /// normalise}`) names, interpreted and checked.
+        pub fn choose(&self, choice: JsValue) -> Result<Chosen, JsValue> {
+            let c: UploadChoice = serde_wasm_bindgen::from_value(choice)
+                .map_err(|e| error("file", &format!("tensor choice rejected: {e}")))?;
+            let picked = self.inner.choose(&c).map_err(|e| lab_error(&e))?;
+            Ok(Chosen { picked })
+        }
+    }
+
+    /// Tensors chosen for use, handed to the page's module as typed arrays (each getter copies).
+    #[wasm_bindgen]
+    pub struct Chosen {
+        picked: Picked,
+    }
+
+    #[wasm_bindgen]
+    impl Chosen {
+        /// `A`, row-major (`steps` rows).
+        pub fn attention(&self) -> Vec<f32> {
+            self.picked.attention().data().to_vec()
+        }
+
+        /// `S`, the attention's rows.
+        #[wasm_bindgen(getter)]
+        pub fn steps(&self) -> usize {
+            self.picked.attention().rows()
+        }
+
+        /// `K`, row-major (`T` rows of `channels`).
+        pub fn keys(&self) -> Vec<f32> {
+            self.picked.keys().data().to_vec()
+        }
+
+        /// `d`, the keys' width.
+        #[wasm_bindgen(getter)]
+        pub fn channels(&self) -> usize {
+            self.picked.keys().cols()
+        }
+
+        /// `V`, row-major, or `undefined` when K stands in for V.
+        pub fn values(&self) -> Option<Vec<f32>> {
+            self.picked.values().map(|v| v.data().to_vec())
+        }
+
+        /// `V`'s width (0 without V).
+        #[wasm_bindgen(getter, js_name = valuesWidth)]
+        pub fn values_width(&self) -> usize {
+            self.picked.values().map_or(0, |v| v.cols())
+        }
+
+        /// What is in use, for the page.
+        #[wasm_bindgen(getter)]
+        pub fn description(&self) -> String {
+            self.picked.description().to_string()
+        }
+
+        /// Warnings (rows not summing to 1, ...).
+        pub fn warnings(&self) -> Vec<String> {
+            self.picked.warnings().to_vec()
+        }
+    }
+}
