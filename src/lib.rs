@@ -25,6 +25,8 @@
 pub mod budget;
 pub mod chart;
 pub mod io;
+#[cfg(target_arch = "wasm32")]
+pub mod js;
 pub mod kivi;
 pub mod lab;
 pub mod policy;
@@ -35,8 +37,6 @@ pub mod state;
 pub mod synth;
 pub mod tensor;
 pub mod upload;
-#[cfg(target_arch = "wasm32")]
-pub mod js;
 #[cfg(all(target_arch = "wasm32", feature = "page"))]
 mod web;
 

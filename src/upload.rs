@@ -264,16 +264,24 @@ mod tests {
         assert_eq!(a.tensors[0].shape, vec![2, 3]);
         up.load("k.npy", &npy_f32(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
             .expect("keys");
-        up.load("k4.npy", &npy_f32(&[4, 2], &[1.0; 8])).expect("4 keys");
+        up.load("k4.npy", &npy_f32(&[4, 2], &[1.0; 8]))
+            .expect("4 keys");
         assert_eq!(up.len(), 3);
         let c = up.choose(&choice("a.npy", "k.npy")).expect("agree on T");
         assert_eq!((c.attention().rows(), c.attention().cols()), (2, 3));
         assert_eq!(c.keys().row(2), Some(&[5.0, 6.0][..]));
         assert!(c.values().is_none());
-        assert!(c.description().contains("K stands in for V"), "{}", c.description());
+        assert!(
+            c.description().contains("K stands in for V"),
+            "{}",
+            c.description()
+        );
         let e = up.choose(&choice("a.npy", "k4.npy")).unwrap_err();
         assert_eq!(e.field(), "file");
-        assert!(e.to_string().contains('3') && e.to_string().contains('4'), "{e}");
+        assert!(
+            e.to_string().contains('3') && e.to_string().contains('4'),
+            "{e}"
+        );
         let e = up.choose(&choice("nope.npy", "k.npy")).unwrap_err();
         assert!(e.to_string().contains("'nope.npy'"), "{e}");
     }
@@ -281,12 +289,16 @@ mod tests {
     #[test]
     fn a_file_uploaded_again_replaces_the_old_one() {
         let mut up = Uploads::new();
-        up.load("a.npy", &npy_f32(&[1, 2], &[0.5, 0.5])).expect("first");
+        up.load("a.npy", &npy_f32(&[1, 2], &[0.5, 0.5]))
+            .expect("first");
         up.load("a.npy", &npy_f32(&[1, 3], &[0.2, 0.3, 0.5]))
             .expect("second");
         assert_eq!(up.len(), 1);
-        up.load("k.npy", &npy_f32(&[3, 1], &[1.0, 2.0, 3.0])).expect("k");
-        let c = up.choose(&choice("a.npy", "k.npy")).expect("the newer a.npy");
+        up.load("k.npy", &npy_f32(&[3, 1], &[1.0, 2.0, 3.0]))
+            .expect("k");
+        let c = up
+            .choose(&choice("a.npy", "k.npy"))
+            .expect("the newer a.npy");
         assert_eq!(c.attention().cols(), 3);
     }
 
@@ -296,12 +308,18 @@ mod tests {
         let ok = Chosen::new(m(2, 4), m(4, 3), Some(m(4, 5)), "d".into(), vec![]);
         assert!(ok.is_ok(), "V may have its own width");
         let e = Chosen::new(m(2, 4), m(4, 3), Some(m(3, 3)), "d".into(), vec![]).unwrap_err();
-        assert!(e.to_string().contains("K covers 4 tokens but V covers 3"), "{e}");
+        assert!(
+            e.to_string().contains("K covers 4 tokens but V covers 3"),
+            "{e}"
+        );
         let e = Chosen::new(m(2, 4), m(5, 3), None, "d".into(), vec![]).unwrap_err();
         assert_eq!(e.field(), "file");
         let (a, k, v, d, w) = Chosen::new(m(1, 2), m(2, 2), None, "desc".into(), vec!["w".into()])
             .expect("valid")
             .into_parts();
-        assert_eq!((a.cols(), k.rows(), v, d, w), (2, 2, None, "desc".to_string(), vec!["w".to_string()]));
+        assert_eq!(
+            (a.cols(), k.rows(), v, d, w),
+            (2, 2, None, "desc".to_string(), vec!["w".to_string()])
+        );
     }
 }

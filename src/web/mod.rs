@@ -12,10 +12,10 @@
 use crate::chart::{ChartError, ChartStyle};
 use crate::js::{error, lab_error, reporter, to_js};
 use crate::lab::{Lab, LabError};
-use crate::upload::Chosen;
-use crate::Matrix;
 use crate::render::{self, Labels, Pixels};
 use crate::state::Settings;
+use crate::upload::Chosen;
+use crate::Matrix;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters_canvas::CanvasBackend;
@@ -246,7 +246,12 @@ impl Page {
             let rows = rows.unwrap_or(data.len().checked_div(cols).unwrap_or(0));
             Matrix::new(rows, cols, data).map_err(|e| error("file", &format!("{what}: {e}")))
         };
-        let a = matrix("attention", Some(steps), attention.len() / steps.max(1), attention)?;
+        let a = matrix(
+            "attention",
+            Some(steps),
+            attention.len() / steps.max(1),
+            attention,
+        )?;
         let k = matrix("K", None, channels, keys)?;
         let v = match values {
             Some(v) => Some(matrix("V", None, values_width, v)?),

@@ -30,6 +30,33 @@ function keys() {
   return Array.from({ length: T * D }, (_, i) => Math.sin(i * 0.37) * (1 + (i % D)));
 }
 
+test('the file readers are a second wasm module, fetched on the first upload and only then', async () => {
+  const { page, problems, requests } = await open(browser.context, urlWith({ budget: 20 }));
+  const fetched = (stem) => requests.filter((u) => new URL(u).pathname.endsWith(stem)).length;
+  assert.equal(fetched('/pkg-upload/kvlab_upload_bg.wasm'), 0, 'a visit without uploads never fetches it');
+  assert.equal(fetched('/pkg-upload/kvlab_upload.js'), 0);
+  await page.locator('details.upload summary').click();
+  for (const name of ['attn.npy', 'k.npy']) {
+    const buffer = name === 'k.npy' ? npy([T, D], keys()) : npy([S, T], attention());
+    await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+      { name, mimeType: 'application/octet-stream', buffer },
+    ]);
+    await page.locator('#file-list li', { hasText: name }).waitFor();
+  }
+  await settle(page);
+  assert.equal(fetched('/pkg-upload/kvlab_upload_bg.wasm'), 1, 'fetched once, kept for the second file');
+  assert.match(await page.locator('#file-list').textContent(), /k\.npy.*\[40, 8\]/s);
+  // the tensors chosen in the upload module reach the page's module
+  await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
+  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.npy::k.npy');
+  await page.getByRole('button', { name: 'Use these tensors' }).click();
+  await settle(page);
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded: attention \[S=16, T=40\]/);
+  assert.equal(await figure(page, 'kept-count'), 20);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('upload .npy attention and keys: shapes shown, figures follow the data', async () => {
   const { page, problems } = await open(browser.context, urlWith({ budget: 20, recent: 4 }));
   const before = await canvasHash(page, 'attn');

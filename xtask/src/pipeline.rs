@@ -2,9 +2,10 @@
 //!
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`, then the same lints for the
-//!    wasm32 build of `kvlab` (the only build that compiles `src/web/`)
+//!    wasm32 builds of `kvlab` and `kvlab-upload` (the only builds that compile `src/web/`,
+//!    `src/js.rs` and `upload/`'s wrapper)
 //! 3. `cargo test --workspace --no-fail-fast` (unit, integration, property and doc tests)
-//! 4. the wasm build and `dist/`
+//! 4. the wasm builds (the page's module, scalar and simd128; the upload module) and `dist/`
 //! 5. Chromium (installed with apt when missing, as root on Debian)
 //! 6. node packages (`npm ci` from package-lock.json when node_modules is missing or stale)
 //! 7. browser tests: `node --test tests/e2e/` against `dist/` served on a free port under a
@@ -106,9 +107,10 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
         plain(ws.cargo().args(["fmt", "--all", "--", "--check"]))
     });
     run.step(
-        "lint: cargo clippy --workspace --all-targets -- -D warnings (host, then wasm32 for src/web/)",
+        "lint: cargo clippy --workspace --all-targets -- -D warnings (host, then wasm32 for src/web/, src/js.rs and upload/)",
         || {
-            // src/web/ only compiles for wasm32, so the host run alone would never lint it.
+            // src/web/, src/js.rs and upload/'s wrapper only compile for wasm32, so the host run
+            // alone would never lint them.
             let host = plain(ws.cargo().args([
                 "clippy",
                 "--workspace",
@@ -124,6 +126,8 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
                     wasm::TARGET,
                     "-p",
                     "kvlab",
+                    "-p",
+                    "kvlab-upload",
                     "--lib",
                     "--",
                     "-D",

@@ -310,8 +310,14 @@ mod tests {
         std::fs::write(dir.join(PKG_ON_DEMAND).join("u.wasm"), vec![0u8; 700]).unwrap();
         let report = size_report(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(report.contains("wasm (pkg/, loaded at start) 1000 B"), "{report}");
-        assert!(report.contains("wasm (pkg-simd/, loaded at start) 1200 B"), "{report}");
+        assert!(
+            report.contains("wasm (pkg/, loaded at start) 1000 B"),
+            "{report}"
+        );
+        assert!(
+            report.contains("wasm (pkg-simd/, loaded at start) 1200 B"),
+            "{report}"
+        );
         assert!(
             report.contains("wasm (pkg-upload/, fetched on the first upload) 700 B"),
             "{report}"
