@@ -183,10 +183,15 @@ async function interact({ selector, value, events }) {
 
 /**
  * Sizes of what Chromium loads: every html/js/css file plus the simd128 build (`pkg-simd/`);
- * the scalar build (`pkg/`, for browsers without SIMD) is listed apart, not added.
+ * the scalar build (`pkg/`, for browsers without SIMD) is listed apart, not added. The upload
+ * module (`pkg-upload/`, fetched on the first upload) is counted apart (`onDemand*`): the page
+ * total is given without it (a cold load) and with it.
  */
 function sizes() {
-  const out = { files: [], wasmRaw: 0, wasmGz: 0, pageRaw: 0, pageGz: 0, wasmSha256: '', other: [] };
+  const out = {
+    files: [], wasmRaw: 0, wasmGz: 0, pageRaw: 0, pageGz: 0, wasmSha256: '', other: [],
+    onDemandRaw: 0, onDemandGz: 0, onDemandWasmGz: 0,
+  };
   const simd = (() => { try { return statSync(path.join(DIST, 'pkg-simd')).isDirectory(); } catch { return false; } })();
   const walk = (dir) => {
     for (const name of readdirSync(dir)) {
@@ -203,6 +208,12 @@ function sizes() {
         const bytes = readFileSync(p);
         const gz = gzipSync(bytes).length; // zlib default level, as a static server sends it
         out.files.push({ file: path.relative(DIST, p), raw: bytes.length, gz });
+        if (path.relative(DIST, p).startsWith(`pkg-upload${path.sep}`)) {
+          out.onDemandRaw += bytes.length;
+          out.onDemandGz += gz;
+          if (name.endsWith('.wasm')) out.onDemandWasmGz += gz;
+          continue;
+        }
         if (name.endsWith('.wasm')) {
           out.wasmSha256 = createHash('sha256').update(bytes).digest('hex').slice(0, 16);
           out.wasmRaw += bytes.length;
@@ -531,7 +542,12 @@ function report(results, size) {
   for (const f of size.files) out(`  ${f.file.padEnd(24)} ${kib(f.raw).padStart(11)} raw ${kib(f.gz).padStart(10)} gzip`);
   out(`  wasm: ${kib(size.wasmRaw)} raw, ${kib(size.wasmGz)} = ${kb(size.wasmGz)} gzip   ${size.wasmGz <= WASM_GZ_TARGET ? 'pass' : 'MISS'} (<= 250 kB)`);
   for (const o of size.other ?? []) out(`  not loaded by Chromium: ${o.file} ${kib(o.raw)} raw, ${kb(o.gz)} gzip (the scalar build)`);
-  out(`  page (html+js+wasm+css): ${kib(size.pageRaw)} raw, ${kib(size.pageGz)} = ${kb(size.pageGz)} gzip   ${size.pageGz <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 kB)`);
+  out(`  page at start (html+js+wasm+css): ${kib(size.pageRaw)} raw, ${kib(size.pageGz)} = ${kb(size.pageGz)} gzip   ${size.pageGz <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 kB)`);
+  if (size.onDemandGz) {
+    const all = size.pageGz + size.onDemandGz;
+    out(`  upload module (pkg-upload/, fetched on the first upload): ${kib(size.onDemandRaw)} raw, ${kb(size.onDemandGz)} gzip (wasm ${kb(size.onDemandWasmGz)})`);
+    out(`  page with the upload module: ${kib(size.pageRaw + size.onDemandRaw)} raw, ${kb(all)} gzip   ${all <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 kB)`);
+  }
   return lines.join('\n');
 }
 
