@@ -54,9 +54,10 @@ pub enum LabError {
     /// Budget accounting was refused.
     #[error("{0}")]
     Budget(#[from] BudgetError),
-    /// A file could not be used (boxed: load errors carry file names and shapes).
+    /// A file could not be used (shared: load errors carry file names and shapes, and a
+    /// comparison that failed hands its error to every policy, so it is cloned).
     #[error("{0}")]
-    Load(Box<LoadError>),
+    Load(Arc<LoadError>),
     /// A setting outside its absolute range (see [`Settings::validate`]).
     #[error("{message}")]
     Setting {
@@ -77,7 +78,7 @@ pub enum LabError {
 
 impl From<LoadError> for LabError {
     fn from(e: LoadError) -> Self {
-        LabError::Load(Box::new(e))
+        LabError::Load(Arc::new(e))
     }
 }
 
@@ -1736,7 +1737,7 @@ impl Lab {
     /// Reads an uploaded file and keeps its tensors for [`Lab::use_uploaded`]; the data in use
     /// does not change. Returns what the file holds. (See [`Uploads::load`].)
     pub fn load_file(&mut self, name: &str, bytes: &[u8]) -> Result<FileSummary, LabError> {
-        self.uploads.load(name, bytes)
+        Ok(self.uploads.load(name, bytes)?)
     }
 
     /// Uses uploaded tensors: `attention` (`[S,T]`, `[T,T]` or `[H,S,T]` with `head`),

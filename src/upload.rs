@@ -7,9 +7,46 @@
 //! first step runs in a second WebAssembly module (the `upload/` crate), fetched on the first
 //! upload: the file parsers are a fifth of the code, and most visits never upload a file.
 
-use crate::io::{self, HeadPick, Limits, LoadedFile, NamedTensor};
+use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile, NamedTensor};
 use crate::lab::{FileSummary, LabError, TensorSummary, UploadChoice};
 use crate::Matrix;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a file or a choice of tensors was refused (the lab shows it next to the file control).
+///
+/// Its own type, not [`LabError`], so that the upload module links the readers' messages only.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum UploadError {
+    /// A file could not be read, or the chosen tensors cannot be used together (shared, as in
+    /// [`LabError::Load`]).
+    #[error("{0}")]
+    Load(Arc<LoadError>),
+    /// No uploaded tensor has the chosen name.
+    #[error("no uploaded tensor is called '{name}': upload it first")]
+    Missing {
+        /// The name asked for (`file::tensor` or a bare tensor name).
+        name: String,
+    },
+}
+
+impl From<LoadError> for UploadError {
+    fn from(e: LoadError) -> Self {
+        UploadError::Load(Arc::new(e))
+    }
+}
+
+impl From<UploadError> for LabError {
+    fn from(e: UploadError) -> Self {
+        match e {
+            UploadError::Load(e) => LabError::Load(e),
+            missing @ UploadError::Missing { .. } => LabError::Range {
+                field: "file",
+                message: missing.to_string(),
+            },
+        }
+    }
+}
 
 /// The files uploaded so far (a file uploaded again under the same name replaces the old one).
 #[derive(Debug, Clone, Default)]
@@ -48,18 +85,17 @@ impl Chosen {
         values: Option<Matrix>,
         description: String,
         warnings: Vec<String>,
-    ) -> Result<Chosen, LabError> {
+    ) -> Result<Chosen, UploadError> {
         io::check_same_tokens(attention.cols(), keys.rows())?;
         if let Some(v) = &values {
             if v.rows() != keys.rows() {
-                return Err(LabError::Range {
-                    field: "file",
-                    message: format!(
-                        "K covers {} tokens but V covers {}: they must cover the same tokens",
-                        keys.rows(),
-                        v.rows()
-                    ),
-                });
+                return Err(LoadError::TokenMismatch {
+                    left: "K".to_string(),
+                    left_t: keys.rows(),
+                    right: "V".to_string(),
+                    right_t: v.rows(),
+                }
+                .into());
             }
         }
         Ok(Chosen {
@@ -116,7 +152,7 @@ impl Uploads {
 
     /// Reads an uploaded file ([`crate::io::load`] with the default [`Limits`]) and keeps its
     /// tensors for [`Uploads::choose`]. Returns what the file holds.
-    pub fn load(&mut self, name: &str, bytes: &[u8]) -> Result<FileSummary, LabError> {
+    pub fn load(&mut self, name: &str, bytes: &[u8]) -> Result<FileSummary, UploadError> {
         let loaded = io::load(name, bytes, &Limits::default())?;
         Ok(self.add(loaded))
     }
@@ -156,7 +192,7 @@ impl Uploads {
         self.files.is_empty()
     }
 
-    fn find(&self, name: &str) -> Result<&NamedTensor, LabError> {
+    fn find(&self, name: &str) -> Result<&NamedTensor, UploadError> {
         // `file::tensor` or a bare tensor name (the last match wins: the newest upload)
         self.files
             .iter()
@@ -168,16 +204,15 @@ impl Uploads {
             })
             .find(|(full, t)| full == name || t.name == name)
             .map(|(_, t)| t)
-            .ok_or_else(|| LabError::Range {
-                field: "file",
-                message: format!("no uploaded tensor is called '{name}': upload it first"),
+            .ok_or_else(|| UploadError::Missing {
+                name: name.to_string(),
             })
     }
 
     /// Interprets the chosen tensors: `attention` (`[S,T]`, `[T,T]` or `[H,S,T]` with `head`),
     /// `keys` and optionally `values` (`[T,d]`, `[H,T,d]`, `[L,H,T,d]` with `layer`/`head`).
     /// Checks that `T` agrees; normalises the attention rows when asked.
-    pub fn choose(&self, choice: &UploadChoice) -> Result<Chosen, LabError> {
+    pub fn choose(&self, choice: &UploadChoice) -> Result<Chosen, UploadError> {
         let head = match choice.head_mode.as_str() {
             "mean" => HeadPick::Mean,
             "max" => HeadPick::Max,
@@ -276,14 +311,17 @@ mod tests {
             "{}",
             c.description()
         );
-        let e = up.choose(&choice("a.npy", "k4.npy")).unwrap_err();
+        let e = LabError::from(up.choose(&choice("a.npy", "k4.npy")).unwrap_err());
         assert_eq!(e.field(), "file");
         assert!(
             e.to_string().contains('3') && e.to_string().contains('4'),
             "{e}"
         );
         let e = up.choose(&choice("nope.npy", "k.npy")).unwrap_err();
-        assert!(e.to_string().contains("'nope.npy'"), "{e}");
+        assert!(matches!(&e, UploadError::Missing { name } if name == "nope.npy"));
+        let e = LabError::from(e);
+        assert_eq!(e.field(), "file");
+        assert!(e.to_string().contains("'nope.npy': upload it first"), "{e}");
     }
 
     #[test]
@@ -308,12 +346,19 @@ mod tests {
         let ok = Chosen::new(m(2, 4), m(4, 3), Some(m(4, 5)), "d".into(), vec![]);
         assert!(ok.is_ok(), "V may have its own width");
         let e = Chosen::new(m(2, 4), m(4, 3), Some(m(3, 3)), "d".into(), vec![]).unwrap_err();
+        let text = e.to_string();
         assert!(
-            e.to_string().contains("K covers 4 tokens but V covers 3"),
-            "{e}"
+            text.contains('K') && text.contains('4') && text.contains('3'),
+            "{text}"
         );
+        let mismatch = |e: &UploadError, (l, r): (usize, usize)| {
+            matches!(e, UploadError::Load(x)
+                if matches!(**x, LoadError::TokenMismatch { left_t, right_t, .. } if (left_t, right_t) == (l, r)))
+        };
+        assert!(mismatch(&e, (4, 3)), "{e:?}");
         let e = Chosen::new(m(2, 4), m(5, 3), None, "d".into(), vec![]).unwrap_err();
-        assert_eq!(e.field(), "file");
+        assert!(mismatch(&e, (4, 5)), "{e:?}");
+        assert_eq!(LabError::from(e).field(), "file");
         let (a, k, v, d, w) = Chosen::new(m(1, 2), m(2, 2), None, "desc".into(), vec!["w".into()])
             .expect("valid")
             .into_parts();

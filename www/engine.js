@@ -57,6 +57,31 @@ function uploadsModule() {
   return uploadsPromise;
 }
 
+/**
+ * The arguments of `Uploads.choose` from a choice `{attention, keys, values?, headMode, head,
+ * layer, kvHead, normalise}` (absent fields as the page's defaults); throws an error naming the
+ * field and the value for anything else.
+ */
+export function choiceArgs(choice) {
+  const refuse = (message) => Object.assign(new Error(`tensor choice rejected: ${message}`), { field: 'file' });
+  if (choice === null || typeof choice !== 'object' || Array.isArray(choice)) {
+    throw refuse(`expected an object {attention, keys, values, headMode, head, layer, kvHead, normalise}, got ${JSON.stringify(choice)}`);
+  }
+  const text = (key, fallback) => {
+    const v = choice[key] ?? fallback;
+    if (typeof v !== 'string') throw refuse(`${key} must be a tensor name (text), got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const index = (key) => {
+    const v = choice[key] ?? 0;
+    if (!Number.isSafeInteger(v) || v < 0) throw refuse(`${key} must be a whole number from 0, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const values = choice.values == null || choice.values === '' ? undefined : text('values');
+  return [text('attention', ''), text('keys', ''), values, text('headMode', 'head'), index('head'),
+    index('layer'), index('kvHead'), Boolean(choice.normalise)];
+}
+
 /** Milliseconds since the epoch, comparable between the page and a worker (cold-load timeline). */
 export function epochNow() {
   return performance.timeOrigin + performance.now();
@@ -216,7 +241,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     useUploaded: async ({ id, choice, keep, draw: spec }) => {
       const uploads = await uploadsModule();
       return computeAndDraw(id, spec, (progress) => {
-        const chosen = uploads.choose(choice);
+        const chosen = uploads.choose(...choiceArgs(choice));
         let result;
         try {
           result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,

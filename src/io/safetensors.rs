@@ -301,10 +301,82 @@ fn check_metadata(file: &str, value: &Value) -> Result<(), LoadError> {
     }
 }
 
-/// A JSON value as text, cut to 60 characters for messages.
+/// A JSON value as compact JSON text, cut to 60 characters for messages.
+///
+/// Written here rather than with serde_json's serializer, which the page's upload module would
+/// otherwise carry (with its float printer) for error messages alone; it stops writing past the
+/// cut, so a huge header value costs nothing.
 fn short_json(value: &Value) -> String {
-    let s = value.to_string();
-    match s.char_indices().nth(60) {
+    const CUT: usize = 60;
+    fn write(v: &Value, out: &mut String, room: usize) {
+        if out.len() > room {
+            return;
+        }
+        match v {
+            Value::Null => out.push_str("null"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                (Some(u), _, _) => out.push_str(&u.to_string()),
+                (_, Some(i), _) => out.push_str(&i.to_string()),
+                (_, _, Some(f)) => out.push_str(&format!("{f:?}")),
+                _ => out.push('?'),
+            },
+            Value::String(s) => {
+                out.push('"');
+                for c in s.chars() {
+                    match c {
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        '\n' => out.push_str("\\n"),
+                        '\r' => out.push_str("\\r"),
+                        '\t' => out.push_str("\\t"),
+                        '\u{8}' => out.push_str("\\b"),
+                        '\u{c}' => out.push_str("\\f"),
+                        c if u32::from(c) < 0x20 => {
+                            out.push_str(&format!("\\u{:04x}", u32::from(c)))
+                        }
+                        c => out.push(c),
+                    }
+                    if out.len() > room {
+                        return;
+                    }
+                }
+                out.push('"');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(x, out, room);
+                    if out.len() > room {
+                        return;
+                    }
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                out.push('{');
+                for (i, (k, x)) in map.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(&Value::String(k.clone()), out, room);
+                    out.push(':');
+                    write(x, out, room);
+                    if out.len() > room {
+                        return;
+                    }
+                }
+                out.push('}');
+            }
+        }
+    }
+    let mut s = String::new();
+    // (bytes, not characters: 4 bytes per character at most, then cut by characters)
+    write(value, &mut s, 4 * CUT + 4);
+    match s.char_indices().nth(CUT) {
         Some((i, _)) => format!("{}...", s.get(..i).unwrap_or("")),
         None => s,
     }
@@ -571,6 +643,33 @@ pub fn load_info(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_json_writes_what_serde_json_writes_and_cuts_at_60_characters() {
+        for text in [
+            r#"null"#,
+            r#"true"#,
+            r#"[1,-2,3.5,18446744073709551615]"#,
+            r#"{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}"#,
+            r#""quote \" backslash \\ tab \t nl \n cr \r bs \b ff \f nul \u0000 us \u001f é""#,
+            r#"[[],{},[{"a":[null,false]}]]"#,
+        ] {
+            let v: Value = serde_json::from_str(text).expect(text);
+            let full = v.to_string();
+            let expected = match full.char_indices().nth(60) {
+                Some((i, _)) => format!("{}...", &full[..i]),
+                None => full,
+            };
+            assert_eq!(short_json(&v), expected, "{text}");
+        }
+        let long: Value = serde_json::from_str(&format!("[{}]", ["12345"; 40].join(","))).unwrap();
+        let s = short_json(&long);
+        assert_eq!(s.chars().count(), 63, "{s}");
+        assert!(s.starts_with("[12345,12345,") && s.ends_with("..."), "{s}");
+        assert_eq!(s.trim_end_matches("..."), &long.to_string()[..60]);
+        let wide = Value::String("é".repeat(100));
+        assert_eq!(short_json(&wide), format!("\"{}...", "é".repeat(59)));
+    }
 
     fn st(header: &str, data_len: usize) -> Vec<u8> {
         let mut b = (header.len() as u64).to_le_bytes().to_vec();

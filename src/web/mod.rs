@@ -257,7 +257,8 @@ impl Page {
             Some(v) => Some(matrix("V", None, values_width, v)?),
             None => None,
         };
-        let chosen = Chosen::new(a, k, v, description, warnings).map_err(|e| lab_error(&e))?;
+        let chosen = Chosen::new(a, k, v, description, warnings)
+            .map_err(|e| lab_error(&LabError::from(e)))?;
         let s = self
             .lab
             .use_chosen_with_progress(chosen, &mut reporter(progress))

@@ -236,6 +236,7 @@ test('deliberately invalid calls into the engine are refused with messages; the 
       ['loadFile', { name: 'x.npy', bytes: new Uint8Array([0x93, 0x4e, 0x55]) }],
       ['useUploaded', { choice: { attention: 'missing::a', keys: 'missing::k', values: null, headMode: 'mean', head: 0, layer: 0, kvHead: 0, normalise: false } }],
       ['useUploaded', { choice: 42 }],
+      ['useUploaded', { choice: { attention: 'a.npy', keys: 'k.npy', headMode: 'head', head: -1 } }],
       ['noSuchOperation', {}],
     ];
     const out = [];
@@ -254,6 +255,7 @@ test('deliberately invalid calls into the engine are refused with messages; the 
     assert.ok(message.length > 10 && !/unreachable|RuntimeError/.test(message), `${op}: a message, not a crash: ${message}`);
   }
   assert.match(replies[0][1], /bits.*99/i, 'the message names the value');
+  assert.match(replies.find(([op, m]) => op === 'useUploaded' && /head/.test(m))?.[1] ?? '', /head must be a whole number from 0, got -1/);
   await assertAlive(page, before);
   assert.deepEqual(problems, []);
   await page.close();

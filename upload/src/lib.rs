@@ -14,15 +14,57 @@
 
 #[cfg(target_arch = "wasm32")]
 mod web {
-    use kvlab::js::{error, lab_error, to_js};
-    use kvlab::lab::UploadChoice;
-    use kvlab::upload::Chosen as Picked;
+    use js_sys::{Array, Object, Reflect};
+    use kvlab::js::error;
+    use kvlab::lab::{FileSummary, UploadChoice};
+    use kvlab::upload::{Chosen as Picked, UploadError};
     use wasm_bindgen::prelude::*;
 
     /// Installs the panic hook once, when the module is instantiated.
     #[wasm_bindgen(start)]
     pub fn start() {
         console_error_panic_hook::set_once();
+    }
+
+    /// Every refusal concerns the file control.
+    fn refused(e: &UploadError) -> JsValue {
+        error("file", &e.to_string())
+    }
+
+    /// `{key: value, ...}` (setting a property on a fresh plain object cannot fail).
+    fn object(fields: &[(&str, JsValue)]) -> JsValue {
+        let o = Object::new();
+        for (k, v) in fields {
+            let _ = Reflect::set(&o, &(*k).into(), v);
+        }
+        o.into()
+    }
+
+    fn strings<'a>(items: impl Iterator<Item = &'a str>) -> JsValue {
+        items.map(JsValue::from).collect::<Array>().into()
+    }
+
+    /// `{file, summary, tensors: [{name, shape, dtype}], skipped}`, built by hand: a serde
+    /// converter would be the largest part of this module after the readers.
+    fn summary_object(s: &FileSummary) -> JsValue {
+        let tensors: Array = s
+            .tensors
+            .iter()
+            .map(|t| {
+                let shape: Array = t.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
+                object(&[
+                    ("name", t.name.as_str().into()),
+                    ("shape", shape.into()),
+                    ("dtype", t.dtype.as_str().into()),
+                ])
+            })
+            .collect();
+        object(&[
+            ("file", s.file.as_str().into()),
+            ("summary", s.summary.as_str().into()),
+            ("tensors", tensors.into()),
+            ("skipped", strings(s.skipped.iter().map(String::as_str))),
+        ])
     }
 
     /// The files uploaded so far, in this module's memory.
@@ -43,16 +85,36 @@ mod web {
         /// Reads a file (bytes copied once into wasm) and keeps its tensors; returns what it
         /// holds: `{file, summary, tensors: [{name, shape, dtype}], skipped}`.
         pub fn load(&mut self, name: &str, bytes: &[u8]) -> Result<JsValue, JsValue> {
-            let s = self.inner.load(name, bytes).map_err(|e| lab_error(&e))?;
-            to_js(&s)
+            let s = self.inner.load(name, bytes).map_err(|e| refused(&e))?;
+            Ok(summary_object(&s))
         }
 
-        /// The tensors `choice` (`{attention, keys, values?, headMode, head, layer, kvHead,
-        /// normalise}`) names, interpreted and checked.
-        pub fn choose(&self, choice: JsValue) -> Result<Chosen, JsValue> {
-            let c: UploadChoice = serde_wasm_bindgen::from_value(choice)
-                .map_err(|e| error("file", &format!("tensor choice rejected: {e}")))?;
-            let picked = self.inner.choose(&c).map_err(|e| lab_error(&e))?;
+        /// The tensors named (`file::tensor` or bare names; `values` empty or absent for K
+        /// standing in for V), interpreted with `head_mode` (`head`, `mean`, `max`, `sum`) and
+        /// `head` for `[H,S,T]` attention, `layer` and `kv_head` for KV, and checked.
+        #[allow(clippy::too_many_arguments)] // (the fields of one choice, as plain values)
+        pub fn choose(
+            &self,
+            attention: String,
+            keys: String,
+            values: Option<String>,
+            head_mode: String,
+            head: usize,
+            layer: usize,
+            kv_head: usize,
+            normalise: bool,
+        ) -> Result<Chosen, JsValue> {
+            let choice = UploadChoice {
+                attention,
+                keys,
+                values,
+                head_mode,
+                head,
+                layer,
+                kv_head,
+                normalise,
+            };
+            let picked = self.inner.choose(&choice).map_err(|e| refused(&e))?;
             Ok(Chosen { picked })
         }
     }
