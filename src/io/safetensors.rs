@@ -14,8 +14,7 @@
 //!
 //! Every dtype of the format can be listed; F16, BF16, F32 and F64 are loaded (cast to f32).
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::Value;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::{check_finite, check_shape, le_array, Limits, LoadError, Tensor};
 
@@ -189,8 +188,91 @@ fn read_len(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(head))
 }
 
+/// A JSON value of the header. Objects keep their entries in file order, duplicates included
+/// (lookups take the last, as a JSON map would); serde_json's own `Value` keeps them in a
+/// `BTreeMap`, whose code the page's upload module would carry for this alone.
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    /// A non-negative integer.
+    U64(u64),
+    /// A negative integer.
+    I64(i64),
+    /// Any other number (serde_json reads integers beyond 64 bits as floats too).
+    F64(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` in an object (the last one of that name).
+    fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(entries) => entries.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct JsonVisitor;
+        impl<'de> Visitor<'de> for JsonVisitor {
+            type Value = Json;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Json, E> {
+                Ok(Json::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Json, E> {
+                Ok(Json::Bool(b))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Json, E> {
+                Ok(Json::U64(n))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Json, E> {
+                Ok(u64::try_from(n).map_or(Json::I64(n), Json::U64))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Json, E> {
+                Ok(Json::F64(n))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Json, E> {
+                Ok(Json::Str(s.to_string()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Json, E> {
+                Ok(Json::Str(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+                let mut items = Vec::new();
+                while let Some(x) = seq.next_element()? {
+                    items.push(x);
+                }
+                Ok(Json::Arr(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Json::Obj(entries))
+            }
+        }
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
 /// The header's top-level entries in file order (a plain JSON map would hide duplicates).
-struct Entries(Vec<(String, Value)>);
+struct Entries(Vec<(String, Json)>);
 
 impl<'de> Deserialize<'de> for Entries {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -202,7 +284,7 @@ impl<'de> Deserialize<'de> for Entries {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
                 let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry::<String, Value>()? {
+                while let Some(entry) = map.next_entry::<String, Json>()? {
                     entries.push(entry);
                 }
                 Ok(Entries(entries))
@@ -283,10 +365,10 @@ pub fn list(file: &str, bytes: &[u8]) -> Result<Vec<TensorInfo>, LoadError> {
 }
 
 /// `__metadata__` must be `null` or an object of strings (free-form notes from the writer).
-fn check_metadata(file: &str, value: &Value) -> Result<(), LoadError> {
+fn check_metadata(file: &str, value: &Json) -> Result<(), LoadError> {
     let ok = match value {
-        Value::Null => true,
-        Value::Object(map) => map.values().all(Value::is_string),
+        Json::Null => true,
+        Json::Obj(entries) => entries.iter().all(|(_, v)| matches!(v, Json::Str(_))),
         _ => false,
     };
     if ok {
@@ -305,45 +387,41 @@ fn check_metadata(file: &str, value: &Value) -> Result<(), LoadError> {
 ///
 /// Written here rather than with serde_json's serializer, which the page's upload module would
 /// otherwise carry (with its float printer) for error messages alone; it stops writing past the
-/// cut, so a huge header value costs nothing.
-fn short_json(value: &Value) -> String {
+/// cut, so a huge header value costs nothing. Objects are written in file order.
+fn short_json(value: &Json) -> String {
     const CUT: usize = 60;
-    fn write(v: &Value, out: &mut String, room: usize) {
+    fn write_str(s: &str, out: &mut String, room: usize) {
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => out.push(c),
+            }
+            if out.len() > room {
+                return;
+            }
+        }
+        out.push('"');
+    }
+    fn write(v: &Json, out: &mut String, room: usize) {
         if out.len() > room {
             return;
         }
         match v {
-            Value::Null => out.push_str("null"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-                (Some(u), _, _) => out.push_str(&u.to_string()),
-                (_, Some(i), _) => out.push_str(&i.to_string()),
-                (_, _, Some(f)) => out.push_str(&format!("{f:?}")),
-                _ => out.push('?'),
-            },
-            Value::String(s) => {
-                out.push('"');
-                for c in s.chars() {
-                    match c {
-                        '"' => out.push_str("\\\""),
-                        '\\' => out.push_str("\\\\"),
-                        '\n' => out.push_str("\\n"),
-                        '\r' => out.push_str("\\r"),
-                        '\t' => out.push_str("\\t"),
-                        '\u{8}' => out.push_str("\\b"),
-                        '\u{c}' => out.push_str("\\f"),
-                        c if u32::from(c) < 0x20 => {
-                            out.push_str(&format!("\\u{:04x}", u32::from(c)))
-                        }
-                        c => out.push(c),
-                    }
-                    if out.len() > room {
-                        return;
-                    }
-                }
-                out.push('"');
-            }
-            Value::Array(items) => {
+            Json::Null => out.push_str("null"),
+            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Json::U64(n) => out.push_str(&n.to_string()),
+            Json::I64(n) => out.push_str(&n.to_string()),
+            Json::F64(f) => out.push_str(&format!("{f:?}")),
+            Json::Str(s) => write_str(s, out, room),
+            Json::Arr(items) => {
                 out.push('[');
                 for (i, x) in items.iter().enumerate() {
                     if i > 0 {
@@ -356,13 +434,13 @@ fn short_json(value: &Value) -> String {
                 }
                 out.push(']');
             }
-            Value::Object(map) => {
+            Json::Obj(entries) => {
                 out.push('{');
-                for (i, (k, x)) in map.iter().enumerate() {
+                for (i, (k, x)) in entries.iter().enumerate() {
                     if i > 0 {
                         out.push(',');
                     }
-                    write(&Value::String(k.clone()), out, room);
+                    write_str(k, out, room);
                     out.push(':');
                     write(x, out, room);
                     if out.len() > room {
@@ -385,11 +463,11 @@ fn short_json(value: &Value) -> String {
 fn parse_info(
     file: &str,
     name: String,
-    value: &Value,
+    value: &Json,
     data_start: usize,
 ) -> Result<TensorInfo, LoadError> {
     let field = |f: &str| format!("tensor '{name}' field '{f}'");
-    let Value::Object(obj) = value else {
+    let Json::Obj(_) = value else {
         return Err(LoadError::BadField {
             file: file.to_string(),
             field: format!("tensor '{name}'"),
@@ -398,7 +476,7 @@ fn parse_info(
         });
     };
     let get = |f: &str| {
-        obj.get(f).ok_or_else(|| LoadError::MissingField {
+        value.get(f).ok_or_else(|| LoadError::MissingField {
             file: file.to_string(),
             field: field(f),
         })
@@ -424,7 +502,7 @@ fn parse_info(
             })
         }
     };
-    let uint_list = |f: &str, v: &Value, exact: Option<usize>| -> Result<Vec<usize>, LoadError> {
+    let uint_list = |f: &str, v: &Json, exact: Option<usize>| -> Result<Vec<usize>, LoadError> {
         let bad = || LoadError::BadField {
             file: file.to_string(),
             field: field(f),
@@ -434,16 +512,17 @@ fn parse_info(
                 _ => "a list of non-negative integers (axis lengths)".to_string(),
             },
         };
-        let items = v.as_array().ok_or_else(bad)?;
+        let Json::Arr(items) = v else {
+            return Err(bad());
+        };
         if exact.is_some_and(|n| n != items.len()) {
             return Err(bad());
         }
         items
             .iter()
-            .map(|x| {
-                x.as_u64()
-                    .and_then(|u| usize::try_from(u).ok())
-                    .ok_or_else(bad)
+            .map(|x| match x {
+                Json::U64(u) => usize::try_from(*u).map_err(|_| bad()),
+                _ => Err(bad()),
             })
             .collect()
     };
@@ -650,24 +729,36 @@ mod tests {
             r#"null"#,
             r#"true"#,
             r#"[1,-2,3.5,18446744073709551615]"#,
-            r#"{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}"#,
+            r#"{"data_offsets":[0,24],"dtype":"F32","shape":[2,3]}"#,
+            r#"[-7,1.5,0.1,-0.0]"#,
             r#""quote \" backslash \\ tab \t nl \n cr \r bs \b ff \f nul \u0000 us \u001f é""#,
             r#"[[],{},[{"a":[null,false]}]]"#,
         ] {
-            let v: Value = serde_json::from_str(text).expect(text);
-            let full = v.to_string();
+            let v: Json = serde_json::from_str(text).expect(text);
+            let full = serde_json::from_str::<serde_json::Value>(text)
+                .expect(text)
+                .to_string();
             let expected = match full.char_indices().nth(60) {
                 Some((i, _)) => format!("{}...", &full[..i]),
                 None => full,
             };
             assert_eq!(short_json(&v), expected, "{text}");
         }
-        let long: Value = serde_json::from_str(&format!("[{}]", ["12345"; 40].join(","))).unwrap();
+        let long_text = format!("[{}]", ["12345"; 40].join(","));
+        let long: Json = serde_json::from_str(&long_text).unwrap();
         let s = short_json(&long);
         assert_eq!(s.chars().count(), 63, "{s}");
         assert!(s.starts_with("[12345,12345,") && s.ends_with("..."), "{s}");
-        assert_eq!(s.trim_end_matches("..."), &long.to_string()[..60]);
-        let wide = Value::String("é".repeat(100));
+        assert_eq!(s.trim_end_matches("..."), &long_text[..60]);
+        // (floats in Rust's shortest round-trip form: serde_json writes `1e+300`)
+        let big: Json = serde_json::from_str("[1e300, 18446744073709551616]").unwrap();
+        assert_eq!(short_json(&big), "[1e300,1.8446744073709552e19]");
+        // objects in file order, duplicates kept; lookups take the last
+        let obj: Json = serde_json::from_str(r#"{"b":1,"a":2,"b":3}"#).unwrap();
+        assert_eq!(short_json(&obj), r#"{"b":1,"a":2,"b":3}"#);
+        assert_eq!(obj.get("b"), Some(&Json::U64(3)));
+        assert_eq!(obj.get("c"), None);
+        let wide = Json::Str("é".repeat(100));
         assert_eq!(short_json(&wide), format!("\"{}...", "é".repeat(59)));
     }
 
