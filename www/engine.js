@@ -42,17 +42,28 @@ export async function loadWasm(build, module = null) {
 /**
  * The upload module's file store (`Uploads`), fetched and instantiated on the first call; later
  * calls return the same store (the files uploaded so far stay in the upload module's memory).
+ * When the module cannot be fetched (offline before it was ever loaded, a host missing the
+ * file), the error says so and the next upload tries again: under a new URL, because a module
+ * that failed to load stays failed under its own URL for the worker's lifetime.
  */
 let uploadsPromise = null;
+let uploadsAttempts = 0;
 function uploadsModule() {
   if (!uploadsPromise) {
+    uploadsAttempts += 1;
+    const url = new URL('./pkg-upload/kvlab_upload.js', import.meta.url);
+    if (uploadsAttempts > 1) url.searchParams.set('attempt', String(uploadsAttempts));
     uploadsPromise = (async () => {
-      const mod = await import('./pkg-upload/kvlab_upload.js');
-      await mod.default();
-      return new mod.Uploads();
+      try {
+        const mod = await import(url.href);
+        await mod.default();
+        return new mod.Uploads();
+      } catch (e) {
+        uploadsPromise = null;
+        throw Object.assign(new Error(`the file readers (${url.pathname.split('/').slice(-2).join('/')}) `
+          + `could not be loaded: ${e?.message ?? e}. Check the connection, then upload the file again.`), { field: 'file' });
+      }
     })();
-    // A failed fetch (offline before the module was cached) may succeed on the next upload.
-    uploadsPromise.catch(() => { uploadsPromise = null; });
   }
   return uploadsPromise;
 }

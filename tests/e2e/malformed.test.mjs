@@ -255,7 +255,7 @@ test('deliberately invalid calls into the engine are refused with messages; the 
     assert.ok(message.length > 10 && !/unreachable|RuntimeError/.test(message), `${op}: a message, not a crash: ${message}`);
   }
   assert.match(replies[0][1], /bits.*99/i, 'the message names the value');
-  assert.match(replies.find(([op, m]) => op === 'useUploaded' && /head/.test(m))?.[1] ?? '', /head must be a whole number from 0, got -1/);
+  assert.deepEqual(replies[9], ['useUploaded', 'tensor choice rejected: head must be a whole number from 0, got -1']);
   await assertAlive(page, before);
   assert.deepEqual(problems, []);
   await page.close();

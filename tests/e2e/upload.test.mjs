@@ -53,7 +53,33 @@ test('the file readers are a second wasm module, fetched on the first upload and
   await settle(page);
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded: attention \[S=16, T=40\]/);
   assert.equal(await figure(page, 'kept-count'), 20);
+  // back to generated data: an upload in use is saved for the next visit (this context's next test)
+  await page.getByRole('button', { name: 'Back to generated data' }).click();
+  await settle(page);
+  assert.doesNotMatch(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
   assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('the upload module failing to load: a message at the file control, the next upload tries again', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 20 }));
+  const before = await figure(page, 'kept-count');
+  await page.route('**/pkg-upload/**', (route) => route.abort('internetdisconnected'));
+  await page.locator('details.upload summary').click();
+  const file = { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) };
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([file]);
+  const err = page.locator('#file').locator('xpath=..').locator('.error');
+  await err.waitFor({ state: 'visible' });
+  assert.match(await err.textContent(), /file readers \(pkg-upload\/kvlab_upload\.js\) could not be loaded.*upload the file again/s);
+  assert.equal(await figure(page, 'kept-count'), before, 'the data in use stays');
+  await page.unroute('**/pkg-upload/**');
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([file]);
+  await page.locator('#file-list li', { hasText: 'attn.npy' }).waitFor();
+  await settle(page);
+  assert.match(await page.locator('#file-list').textContent(), /attn\.npy.*\[16, 40\]/s);
+  // the aborted fetch is the only problem
+  assert.deepEqual(problems.filter((p) => !/request failed: .*\/pkg-upload\//.test(p)), []);
+  assert.ok(problems.length >= 1, 'the blocked request was seen');
   await page.close();
 });
 
