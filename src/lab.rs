@@ -24,7 +24,7 @@ use crate::quant::{
     RowError,
 };
 use crate::select::{
-    observation_scores, snapkv, streaming_llm, Pooling, Role, SelectError, Selection,
+    heavy_plus_recent, observation_scores, streaming_llm, Pooling, Role, SelectError, Selection,
 };
 use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Settings};
 use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
@@ -1177,7 +1177,7 @@ fn select_view_at(
         // select::h2o and select::snapkv are this rule on the section's scores.
         Method::H2o | Method::Snapkv => {
             let sc = scores.as_ref().map_err(Clone::clone)?;
-            let sel = snapkv(sc, s.budget, s.recent).map_err(err("budget"))?;
+            let sel = heavy_plus_recent(sc, s.budget, s.recent).map_err(err("budget"))?;
             (sc.clone(), sel)
         }
         Method::Streaming => {

@@ -33,7 +33,7 @@
 //! | [`Policy::Random`] | rank in a seeded permutation | heavy + recent |
 //! | [`Policy::Oracle`] | `sum_{t >= S_o} a[t][i] / sum_k a[t][k]` (the future) | top-`B`, no recent window |
 //!
-//! "Heavy + recent" is math-spec §3's rule, applied by [`select::snapkv`] on the score vector:
+//! "Heavy + recent" is math-spec §3's rule, applied by [`select::heavy_plus_recent`] on the score vector:
 //! `kept = [T - r, T) ∪ TopK(score over [0, T - r), B - r)`, the last `B` when `r > B`, ties to
 //! the lower index. Every policy keeps exactly `B` tokens for `B` in `1..=T` (budgets outside
 //! are an error, as in [`select`]).
@@ -346,7 +346,7 @@ fn eval_range(steps: usize, observed_rows: usize) -> (usize, usize) {
 /// The score vector (length `T`) a policy ranks tokens by, computed from the first
 /// `observed_rows` rows of `attention` (`S x T`), or from the future rows for the oracle; `None`
 /// for StreamingLLM, which ranks nothing. See the module docs for each formula. Scores are
-/// accumulated in `f64` and returned as `f32`, the type [`select::snapkv`] ranks.
+/// accumulated in `f64` and returned as `f32`, the type [`select::heavy_plus_recent`] ranks.
 ///
 /// Errors: `observed_rows` outside `1..=S`, a non-finite weight, a SnapKV window outside
 /// `1..=S_o` or a bad pooling kernel, the oracle with `S_o = S`.
@@ -487,7 +487,7 @@ pub fn select_with(
     check_finite_attention(attention)?;
     match *policy {
         // select::h2o on the observed rows (checked above), read in place.
-        Policy::H2oSum => Ok(select::snapkv(
+        Policy::H2oSum => Ok(select::heavy_plus_recent(
             &select::column_sums(attention, 0..observed_rows),
             budget,
             recent,
@@ -497,7 +497,7 @@ pub fn select_with(
         }
         _ => {
             let scores = policy_scores(policy, attention, observed_rows)?.unwrap_or_default();
-            Ok(select::snapkv(
+            Ok(select::heavy_plus_recent(
                 &scores,
                 budget,
                 effective_recent(policy, recent),
@@ -581,7 +581,7 @@ impl PreparedPolicy {
             // H2O (sum) included: select::h2o is this rule on the same cumulative scores.
             _ => match &self.scores {
                 Err(e) => Err(e.clone()),
-                Ok(s) => Ok(select::snapkv(
+                Ok(s) => Ok(select::heavy_plus_recent(
                     s.as_deref().unwrap_or_default(),
                     budget,
                     effective_recent(&self.policy, recent),
@@ -1352,7 +1352,7 @@ pub fn per_head_selection(
 
 /// One selection shared by a group of query heads that read the same KV head (GQA): each head's
 /// [`policy_scores`], combined token by token with `aggregate` in `f64`, then math-spec §3's rule
-/// ([`select::snapkv`]) with the policy's recent window. StreamingLLM ignores the scores and
+/// ([`select::heavy_plus_recent`]) with the policy's recent window. StreamingLLM ignores the scores and
 /// gives [`select::streaming_llm`]. `|kept| == B`. Memory: one copy per KV head
 /// ([`SelectionScope::PerKvHead`]).
 ///
@@ -1383,7 +1383,11 @@ pub fn shared_selection(
                     Policy::StreamingLlm { sinks } => {
                         Ok(select::streaming_llm(total, budget, *sinks)?)
                     }
-                    _ => Ok(select::snapkv(&vec![0.0; total], budget, recent)?),
+                    _ => Ok(select::heavy_plus_recent(
+                        &vec![0.0; total],
+                        budget,
+                        recent,
+                    )?),
                 };
             }
         }
@@ -1403,7 +1407,7 @@ pub fn shared_selection(
             v as f32
         })
         .collect();
-    Ok(select::snapkv(
+    Ok(select::heavy_plus_recent(
         &combined,
         budget,
         effective_recent(policy, recent),

@@ -281,7 +281,10 @@ fn split_top_k(scores: &[f32], k: usize, kept: &mut Vec<usize>, dropped: &mut Ve
 /// The heavy-hitters-plus-recent rule on a score vector (math-spec §3):
 /// `recent = [max(0, T-r), T)`, `heavy` = the `(B - |recent|)^+` highest-scored tokens among
 /// `[0, T-r)`, `kept = sorted(recent ∪ heavy)`, and only its last `B` when `r > B`.
-fn heavy_plus_recent(
+///
+/// [`h2o`] and [`snapkv`] are this rule on their scores; the other policies
+/// ([`crate::policy`]) apply it to theirs. `scores.len()` is `T`; `budget` in `1..=T`.
+pub fn heavy_plus_recent(
     scores: &[f32],
     budget: usize,
     recent: usize,
@@ -358,13 +361,10 @@ pub fn observation_scores(
     if window == 0 || window > steps {
         return Err(SelectError::Window { window, steps });
     }
-    let first = steps - window;
     // The whole matrix is checked, once per matrix (it remembers): the error names its first
     // bad weight.
     check_finite_attention(attention)?;
-    let mut scores = column_sums(attention, first..steps);
-    pool_prefix(&mut scores, window, pooling)?;
-    Ok(scores)
+    observation_scores_of_rows(attention, steps, window, pooling)
 }
 
 /// [`observation_scores`] of the first `rows` rows of `attention` (`rows` in `1..=S`), without
