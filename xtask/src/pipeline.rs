@@ -5,7 +5,8 @@
 //!    wasm32 builds of `kvlab` and `kvlab-upload` (the only builds that compile `src/web/`,
 //!    `src/js.rs` and `upload/`'s wrapper)
 //! 3. `cargo test --workspace --no-fail-fast` (unit, integration, property and doc tests)
-//! 4. the wasm builds (the page's module, scalar and simd128; the upload module) and `dist/`
+//! 4. the wasm builds (the page's module, scalar and simd128; the upload module) and `dist/`,
+//!    then the size budget (issue 6's gzip targets: the wasm at start, every file of the page)
 //! 5. Chromium (installed with apt when missing, as root on Debian)
 //! 6. node packages (`npm ci` from package-lock.json when node_modules is missing or stale)
 //! 7. browser tests: `node --test tests/e2e/` against `dist/` served on a free port under a
@@ -165,6 +166,13 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
             .map(|()| ((), None))
             .map_err(|e| e.to_string())
     });
+    const BUDGET: &str = "size budget: wasm at start <= 250 kB, every page file <= 400 kB (gzip)";
+    match dist {
+        Some(()) => {
+            run.step(BUDGET, || size_budget(ws));
+        }
+        None => run.blocked(BUDGET, "the wasm build and dist"),
+    }
     let chromium = run.step("browser: find or install Chromium", || {
         ensure_chromium().map(|p| (p, None))
     });
@@ -183,6 +191,23 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
     }
 
     Ok(summary(&run))
+}
+
+/// The performance issue's size targets on `dist/`, one test each (sizes are deterministic, so
+/// unlike timings they can be checked on every run).
+fn size_budget(ws: &Workspace) -> std::result::Result<((), Option<Counts>), String> {
+    let sizes = wasm::Sizes::of(&ws.dist()).map_err(|e| e.to_string())?;
+    let mut counts = Counts::default();
+    for (what, measured, budget, within) in sizes.budget_checks() {
+        let verdict = if within { "ok" } else { "OVER" };
+        println!("size budget: {what}: {measured} B gzip of {budget} B: {verdict}");
+        if within {
+            counts.passed += 1;
+        } else {
+            counts.failed += 1;
+        }
+    }
+    Ok(((), Some(counts)))
 }
 
 fn summary(run: &Run) -> ExitCode {

@@ -194,74 +194,155 @@ pub fn ensure_target() -> Result<()> {
 /// as a server would send them (the larger build counts); then the same plus the module fetched
 /// on the first upload ([`PKG_ON_DEMAND`]).
 pub fn size_report(www: &Path) -> Result<String> {
-    let mut files = Vec::new();
-    collect_files(www, &mut files)?;
-    files.sort();
-    let page_exts = ["html", "js", "mjs", "wasm", "css"];
-    // (build folder or "" for the shared files) -> (wasm raw, wasm gz, all raw, all gz, files)
-    let mut parts: std::collections::BTreeMap<String, [usize; 5]> = Default::default();
-    for file in &files {
-        let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if !page_exts.contains(&ext) {
-            continue;
+    Ok(Sizes::of(www)?.report())
+}
+
+/// The performance issue's size targets, gzip bytes (its KB read as decimal, the stricter
+/// reading): the wasm a page loads at start, and every file of the page (the module fetched on
+/// the first upload included).
+pub const WASM_BUDGET: usize = 250_000;
+/// See [`WASM_BUDGET`].
+pub const PAGE_BUDGET: usize = 400_000;
+
+/// Sizes of the page's files as [`size_report`] counts them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sizes {
+    /// Per build folder loaded at start (`pkg/`, `pkg-simd/`): wasm raw, wasm gzip, all raw,
+    /// all gzip, files.
+    builds: Vec<(String, [usize; 5])>,
+    /// The shared html/js/css files: raw, gzip, files.
+    shared: [usize; 3],
+    /// The module fetched on demand ([`PKG_ON_DEMAND`]), as `builds`' entries.
+    on_demand: Option<[usize; 5]>,
+}
+
+impl Sizes {
+    /// Reads and gzips every html, js, css and wasm file under `www`.
+    pub fn of(www: &Path) -> Result<Sizes> {
+        let mut files = Vec::new();
+        collect_files(www, &mut files)?;
+        files.sort();
+        let page_exts = ["html", "js", "mjs", "wasm", "css"];
+        // (build folder or "" for the shared files) -> (wasm raw, wasm gz, all raw, all gz, files)
+        let mut parts: std::collections::BTreeMap<String, [usize; 5]> = Default::default();
+        for file in &files {
+            let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if !page_exts.contains(&ext) {
+                continue;
+            }
+            let rel = file.strip_prefix(www).unwrap_or(file);
+            let first = rel
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let key = if first.starts_with("pkg") && rel.components().count() > 1 {
+                first
+            } else {
+                String::new()
+            };
+            let bytes =
+                std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let gz = gzip_len(&bytes)?;
+            let part = parts.entry(key).or_default();
+            if ext == "wasm" {
+                part[0] += bytes.len();
+                part[1] += gz;
+            }
+            part[2] += bytes.len();
+            part[3] += gz;
+            part[4] += 1;
         }
-        let rel = file.strip_prefix(www).unwrap_or(file);
-        let first = rel
-            .components()
-            .next()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let key = if first.starts_with("pkg") && rel.components().count() > 1 {
-            first
-        } else {
-            String::new()
-        };
-        let bytes =
-            std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let gz = gzip_len(&bytes)?;
-        let part = parts.entry(key).or_default();
-        if ext == "wasm" {
-            part[0] += bytes.len();
-            part[1] += gz;
+        let shared = parts.remove("").unwrap_or_default();
+        let on_demand = parts.remove(PKG_ON_DEMAND);
+        Ok(Sizes {
+            builds: parts.into_iter().collect(),
+            shared: [shared[2], shared[3], shared[4]],
+            on_demand,
+        })
+    }
+
+    /// The page at start as one browser loads it: the shared files plus the larger build
+    /// (raw, gzip, files).
+    pub fn page_at_start(&self) -> [usize; 3] {
+        let mut page = self.shared;
+        for (_, p) in &self.builds {
+            if self.shared[1] + p[3] >= page[1] {
+                page = [
+                    self.shared[0] + p[2],
+                    self.shared[1] + p[3],
+                    self.shared[2] + p[4],
+                ];
+            }
         }
-        part[2] += bytes.len();
-        part[3] += gz;
-        part[4] += 1;
+        page
     }
-    let shared = parts.remove("").unwrap_or_default();
-    let on_demand = parts.remove(PKG_ON_DEMAND);
-    let mut out = String::new();
-    let mut page = [shared[2], shared[3], shared[4]];
-    for (name, p) in &parts {
-        out.push_str(&format!(
-            "size: wasm ({name}/, loaded at start) {} raw, {} gzip\n",
-            kib(p[0]),
-            kib(p[1])
-        ));
-        if shared[3] + p[3] >= page[1] {
-            page = [shared[2] + p[2], shared[3] + p[3], shared[4] + p[4]];
+
+    /// [`Sizes::page_at_start`] plus the module fetched on demand.
+    pub fn page_with_on_demand(&self) -> [usize; 3] {
+        let [raw, gz, n] = self.page_at_start();
+        let p = self.on_demand.unwrap_or_default();
+        [raw + p[2], gz + p[3], n + p[4]]
+    }
+
+    /// The largest wasm (gzip) a browser loads at start.
+    pub fn wasm_at_start(&self) -> usize {
+        self.builds.iter().map(|(_, p)| p[1]).max().unwrap_or(0)
+    }
+
+    /// The lines `cargo xtask build` prints.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for (name, p) in &self.builds {
+            out.push_str(&format!(
+                "size: wasm ({name}/, loaded at start) {} raw, {} gzip\n",
+                kib(p[0]),
+                kib(p[1])
+            ));
         }
-    }
-    out.push_str(&format!(
-        "size: page at start ({} html/js/wasm/css files a browser loads) {} raw, {} gzip\n",
-        page[2],
-        kib(page[0]),
-        kib(page[1])
-    ));
-    if let Some(p) = on_demand {
+        let page = self.page_at_start();
         out.push_str(&format!(
-            "size: wasm ({PKG_ON_DEMAND}/, fetched on the first upload) {} raw, {} gzip\n",
-            kib(p[0]),
-            kib(p[1])
+            "size: page at start ({} html/js/wasm/css files a browser loads) {} raw, {} gzip\n",
+            page[2],
+            kib(page[0]),
+            kib(page[1])
         ));
-        out.push_str(&format!(
-            "size: page with the upload module ({} files) {} raw, {} gzip\n",
-            page[2] + p[4],
-            kib(page[0] + p[2]),
-            kib(page[1] + p[3])
-        ));
+        if let Some(p) = self.on_demand {
+            out.push_str(&format!(
+                "size: wasm ({PKG_ON_DEMAND}/, fetched on the first upload) {} raw, {} gzip\n",
+                kib(p[0]),
+                kib(p[1])
+            ));
+            let all = self.page_with_on_demand();
+            out.push_str(&format!(
+                "size: page with the upload module ({} files) {} raw, {} gzip\n",
+                all[2],
+                kib(all[0]),
+                kib(all[1])
+            ));
+        }
+        out
     }
-    Ok(out)
+
+    /// The size targets, each as `(what, measured gzip bytes, budget, within)`.
+    pub fn budget_checks(&self) -> Vec<(&'static str, usize, usize, bool)> {
+        let wasm = self.wasm_at_start();
+        let page = self.page_with_on_demand()[1];
+        vec![
+            (
+                "wasm loaded at start",
+                wasm,
+                WASM_BUDGET,
+                wasm <= WASM_BUDGET,
+            ),
+            (
+                "every file of the page, the upload module included",
+                page,
+                PAGE_BUDGET,
+                page <= PAGE_BUDGET,
+            ),
+        ]
+    }
 }
 
 fn kib(bytes: usize) -> String {
@@ -335,6 +416,27 @@ mod tests {
         assert!(
             report.contains("page with the upload module (3 files) 2000 B"),
             "{report}"
+        );
+    }
+
+    #[test]
+    fn budget_checks_compare_gzip_sizes_with_the_targets() {
+        let sizes = |wasm_gz: usize, upload_gz: usize| Sizes {
+            builds: vec![
+                ("pkg".into(), [0, wasm_gz - 1000, 0, wasm_gz - 1000, 1]),
+                ("pkg-simd".into(), [0, wasm_gz, 0, wasm_gz, 1]),
+            ],
+            shared: [0, 50_000, 3],
+            on_demand: Some([0, upload_gz, 0, upload_gz, 1]),
+        };
+        let within = |s: &Sizes| s.budget_checks().iter().map(|c| c.3).collect::<Vec<_>>();
+        assert_eq!(within(&sizes(WASM_BUDGET, 100_000)), [true, true]);
+        // the larger build counts, and the page includes the module fetched on demand
+        assert_eq!(within(&sizes(WASM_BUDGET + 1, 90_000)), [false, true]);
+        assert_eq!(within(&sizes(240_000, 110_001)), [true, false]);
+        assert_eq!(
+            sizes(240_000, 110_000).page_with_on_demand()[1],
+            PAGE_BUDGET
         );
     }
 }
