@@ -261,25 +261,6 @@ impl Uploads {
 mod tests {
     use super::*;
 
-    fn npy_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
-        let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-        let mut header = format!(
-            "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
-            dims.join(", ")
-        );
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        out.extend_from_slice(header.as_bytes());
-        for v in data {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out
-    }
-
     fn choice(attention: &str, keys: &str) -> UploadChoice {
         UploadChoice {
             attention: attention.into(),
@@ -293,16 +274,15 @@ mod tests {
     fn choose_interprets_and_checks_tokens() {
         let mut up = Uploads::new();
         assert!(up.is_empty());
+        // (CSV: one row per line; the readers themselves are tested in io)
         let a = up
-            .load("a.npy", &npy_f32(&[2, 3], &[0.5, 0.5, 0.0, 0.2, 0.3, 0.5]))
+            .load("a.csv", b"0.5,0.5,0\n0.2,0.3,0.5\n")
             .expect("attention");
         assert_eq!(a.tensors[0].shape, vec![2, 3]);
-        up.load("k.npy", &npy_f32(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
-            .expect("keys");
-        up.load("k4.npy", &npy_f32(&[4, 2], &[1.0; 8]))
-            .expect("4 keys");
+        up.load("k.csv", b"1,2\n3,4\n5,6\n").expect("keys");
+        up.load("k4.csv", b"1,1\n1,1\n1,1\n1,1\n").expect("4 keys");
         assert_eq!(up.len(), 3);
-        let c = up.choose(&choice("a.npy", "k.npy")).expect("agree on T");
+        let c = up.choose(&choice("a.csv", "k.csv")).expect("agree on T");
         assert_eq!((c.attention().rows(), c.attention().cols()), (2, 3));
         assert_eq!(c.keys().row(2), Some(&[5.0, 6.0][..]));
         assert!(c.values().is_none());
@@ -311,32 +291,29 @@ mod tests {
             "{}",
             c.description()
         );
-        let e = LabError::from(up.choose(&choice("a.npy", "k4.npy")).unwrap_err());
+        let e = LabError::from(up.choose(&choice("a.csv", "k4.csv")).unwrap_err());
         assert_eq!(e.field(), "file");
         assert!(
             e.to_string().contains('3') && e.to_string().contains('4'),
             "{e}"
         );
-        let e = up.choose(&choice("nope.npy", "k.npy")).unwrap_err();
-        assert!(matches!(&e, UploadError::Missing { name } if name == "nope.npy"));
+        let e = up.choose(&choice("nope.csv", "k.csv")).unwrap_err();
+        assert!(matches!(&e, UploadError::Missing { name } if name == "nope.csv"));
         let e = LabError::from(e);
         assert_eq!(e.field(), "file");
-        assert!(e.to_string().contains("'nope.npy': upload it first"), "{e}");
+        assert!(e.to_string().contains("'nope.csv': upload it first"), "{e}");
     }
 
     #[test]
     fn a_file_uploaded_again_replaces_the_old_one() {
         let mut up = Uploads::new();
-        up.load("a.npy", &npy_f32(&[1, 2], &[0.5, 0.5]))
-            .expect("first");
-        up.load("a.npy", &npy_f32(&[1, 3], &[0.2, 0.3, 0.5]))
-            .expect("second");
+        up.load("a.csv", b"0.5,0.5\n").expect("first");
+        up.load("a.csv", b"0.2,0.3,0.5\n").expect("second");
         assert_eq!(up.len(), 1);
-        up.load("k.npy", &npy_f32(&[3, 1], &[1.0, 2.0, 3.0]))
-            .expect("k");
+        up.load("k.csv", b"1\n2\n3\n").expect("k");
         let c = up
-            .choose(&choice("a.npy", "k.npy"))
-            .expect("the newer a.npy");
+            .choose(&choice("a.csv", "k.csv"))
+            .expect("the newer a.csv");
         assert_eq!(c.attention().cols(), 3);
     }
 
