@@ -60,7 +60,7 @@ function uploadsModule() {
         return new mod.Uploads();
       } catch (e) {
         uploadsPromise = null;
-        throw Object.assign(new Error(`the file readers (${url.pathname.split('/').slice(-2).join('/')}) `
+        throw Object.assign(new Error(`The file readers (${url.pathname.split('/').slice(-2).join('/')}) `
           + `could not be loaded: ${e?.message ?? e}. Check the connection, then upload the file again.`), { field: 'file' });
       }
     })();
