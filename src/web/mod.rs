@@ -242,21 +242,17 @@ impl Page {
         warnings: Vec<String>,
         progress: Option<js_sys::Function>,
     ) -> Result<JsValue, JsValue> {
-        let matrix = |what: &str, rows: Option<usize>, cols: usize, data: Vec<f32>| {
-            let rows = rows.unwrap_or(data.len().checked_div(cols).unwrap_or(0));
+        // (a width of 0, or a length that is not a multiple of the width, is refused by
+        // Matrix::new with both numbers named)
+        let per = |len: usize, width: usize| len.checked_div(width).unwrap_or(0);
+        let matrix = |what: &str, rows: usize, cols: usize, data: Vec<f32>| {
             Matrix::new(rows, cols, data).map_err(|e| error("file", &format!("{what}: {e}")))
         };
-        let a = matrix(
-            "attention",
-            Some(steps),
-            attention.len() / steps.max(1),
-            attention,
-        )?;
-        let k = matrix("K", None, channels, keys)?;
-        let v = match values {
-            Some(v) => Some(matrix("V", None, values_width, v)?),
-            None => None,
-        };
+        let a = matrix("attention", steps, per(attention.len(), steps), attention)?;
+        let k = matrix("K", per(keys.len(), channels), channels, keys)?;
+        let v = values
+            .map(|v| matrix("V", per(v.len(), values_width), values_width, v))
+            .transpose()?;
         let chosen = Chosen::new(a, k, v, description, warnings)
             .map_err(|e| lab_error(&LabError::from(e)))?;
         let s = self

@@ -14,7 +14,7 @@
 
 #[cfg(target_arch = "wasm32")]
 mod web {
-    use js_sys::{Array, Object, Reflect};
+    use js_sys::{Array, Float32Array, Object, Reflect};
     use kvlab::js::error;
     use kvlab::lab::{FileSummary, UploadChoice};
     use kvlab::upload::{Chosen as Picked, UploadError};
@@ -119,7 +119,8 @@ mod web {
         }
     }
 
-    /// Tensors chosen for use, handed to the page's module as typed arrays (each getter copies).
+    /// Tensors chosen for use, handed to the page's module as typed arrays (each getter copies
+    /// straight out of this module's memory).
     #[wasm_bindgen]
     pub struct Chosen {
         picked: Picked,
@@ -128,8 +129,8 @@ mod web {
     #[wasm_bindgen]
     impl Chosen {
         /// `A`, row-major (`steps` rows).
-        pub fn attention(&self) -> Vec<f32> {
-            self.picked.attention().data().to_vec()
+        pub fn attention(&self) -> Float32Array {
+            Float32Array::from(self.picked.attention().data())
         }
 
         /// `S`, the attention's rows.
@@ -139,8 +140,8 @@ mod web {
         }
 
         /// `K`, row-major (`T` rows of `channels`).
-        pub fn keys(&self) -> Vec<f32> {
-            self.picked.keys().data().to_vec()
+        pub fn keys(&self) -> Float32Array {
+            Float32Array::from(self.picked.keys().data())
         }
 
         /// `d`, the keys' width.
@@ -150,8 +151,8 @@ mod web {
         }
 
         /// `V`, row-major, or `undefined` when K stands in for V.
-        pub fn values(&self) -> Option<Vec<f32>> {
-            self.picked.values().map(|v| v.data().to_vec())
+        pub fn values(&self) -> Option<Float32Array> {
+            self.picked.values().map(|v| Float32Array::from(v.data()))
         }
 
         /// `V`'s width (0 without V).
