@@ -61,6 +61,8 @@ const app = {
   inputAt: null, // performance.now() of the first input event not yet painted
   urlTimer: 0,
   urlCommit: false,
+  sent: null, // the settings of the update with the engine
+  lateCommit: false, // a commit (change event) for a value already with the engine
 };
 
 const $ = (sel) => document.querySelector(sel);
@@ -489,6 +491,7 @@ async function flush() {
   const dataChanged = [...changed.keys()].some((k) => !(k in SECTIONS_OF));
   const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
   app.inFlight = true;
+  app.sent = settings;
   performance.mark('kvlab:update:start');
   const start = performance.now();
   const inputAt = app.inputAt;
@@ -507,7 +510,7 @@ async function flush() {
     // The URL and storage are not needed for the painted frame: record them after it (a task
     // posted from the frame's animation callback runs once the frame is painted). Each URL
     // change costs a same-document navigation, which refetches and decodes the favicon, 5-30 ms.
-    app.urlCommit ||= commit;
+    app.urlCommit ||= commit || app.lateCommit;
     if (!app.urlTimer) {
       app.urlTimer = -1;
       window.requestAnimationFrame(() => {
@@ -541,6 +544,9 @@ async function flush() {
     }
   } finally {
     app.inFlight = false;
+    app.sent = null;
+    app.lateCommit = false;
+    // Changes made meanwhile (a slider being dragged): one request per frame.
     if (app.pending.size && !app.frame) app.frame = window.requestAnimationFrame(flush);
     markBusy();
   }
@@ -548,8 +554,15 @@ async function flush() {
 
 function schedule(control, commit) {
   const key = control.dataset.key;
+  const value = settingFromControl(control);
+  if (app.inFlight && !app.pending.has(key) && Object.is(app.sent?.[key], value)) {
+    // The change event after the input event that sent this value: nothing to compute again,
+    // only the history entry to record once the update is shown.
+    app.lateCommit ||= commit;
+    return;
+  }
   app.inputAt ??= performance.now();
-  app.settings[key] = settingFromControl(control);
+  app.settings[key] = value;
   app.pending.set(key, control);
   app.commit ||= commit;
   if (key === 'tokens' || key === 'steps') {
@@ -568,8 +581,15 @@ function schedule(control, commit) {
   for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;
   if (key === 'method') document.body.dataset.method = control.value;
   if (key === 'model') document.body.dataset.model = control.value === 'custom' ? 'custom' : 'preset';
-  // While the engine is busy the change waits; flush() sends everything pending when it replies.
-  if (!app.frame && !app.inFlight) app.frame = window.requestAnimationFrame(flush);
+  // An idle engine gets the change at once: after this task's other events (a select's input
+  // and change come together), without waiting for the next frame. While the engine is busy
+  // the change waits; flush() sends everything pending, one request per frame, when it replies.
+  if (!app.frame && !app.inFlight) {
+    app.frame = -1;
+    queueMicrotask(() => {
+      if (app.frame === -1) flush();
+    });
+  }
   markBusy();
 }
 
