@@ -52,6 +52,24 @@ test('back and forward walk through committed changes', async () => {
   await page.close();
 });
 
+test('a keyboard change (input and change events in one task) makes one update and one history entry', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ bits: 4, method: 'h2o' }));
+  const updates = () => page.evaluate(() => performance.getEntriesByName('kvlab:update').length);
+  const entries = () => page.evaluate(() => window.history.length);
+  for (const [label, key] of [['Bits', 'ArrowRight'], ['Method', 'ArrowDown']]) {
+    const [u0, h0] = [await updates(), await entries()];
+    await page.getByLabel(label, { exact: true }).focus();
+    await page.keyboard.press(key);
+    await settle(page);
+    assert.equal(await updates() - u0, 1, `${label}: one update for its input and change events`);
+    assert.equal(await entries() - h0, 1, `${label}: the change is one history entry`);
+  }
+  assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '5');
+  assert.match(page.url(), /bits=5/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('garbage in the URL is repaired with a message, and the page works', async () => {
   const { page, problems } = await open(browser.context, urlWith('bits=banana&budget=-3&kernel=4&tokens=NaN&method=<script>'));
   const warn = page.locator('#url-warnings');
