@@ -2011,6 +2011,50 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_page_path_chosen_elsewhere_equals_use_uploaded() {
+        // The page chooses in its upload module and hands the matrices to use_chosen; natively
+        // use_uploaded does both: the two must give the same view.
+        let csv = |rows: usize, cols: usize, f: &dyn Fn(usize, usize) -> f32| {
+            let mut text = String::new();
+            for r in 0..rows {
+                let row: Vec<String> = (0..cols).map(|c| f(r, c).to_string()).collect();
+                text.push_str(&row.join(","));
+                text.push('\n');
+            }
+            text.into_bytes()
+        };
+        let attn = csv(6, 20, &|r, c| {
+            if c <= 14 + r {
+                1.0 + (c % 3) as f32
+            } else {
+                0.0
+            }
+        });
+        let keys = csv(20, 4, &|r, c| ((r * 7 + c * 3) % 11) as f32 - 5.0);
+        let choice = UploadChoice {
+            attention: "a.csv".into(),
+            keys: "k.csv".into(),
+            head_mode: "head".into(),
+            normalise: true,
+            ..UploadChoice::default()
+        };
+        let mut native = Lab::new(small()).expect("lab");
+        native.load_file("a.csv", &attn).expect("a");
+        native.load_file("k.csv", &keys).expect("k");
+        let used = native.use_uploaded(&choice).expect("use_uploaded");
+
+        let mut uploads = Uploads::new();
+        uploads.load("a.csv", &attn).expect("a");
+        uploads.load("k.csv", &keys).expect("k");
+        let mut page = Lab::new(small()).expect("lab");
+        let chosen = page.use_chosen(uploads.choose(&choice).expect("choose"));
+        assert_eq!(chosen.expect("use_chosen"), used);
+        assert_eq!(page.settings(), native.settings());
+        assert_eq!(page.figures(), native.figures());
+        assert_eq!(page.data().keys, native.data().keys);
+    }
+
     fn small() -> Settings {
         Settings {
             tokens: 64,
