@@ -73,7 +73,7 @@ function uploadsModule() {
  * layer, kvHead, normalise}` (absent fields as the page's defaults); throws an error naming the
  * field and the value for anything else.
  */
-export function choiceArgs(choice) {
+function choiceArgs(choice) {
   const refuse = (message) => Object.assign(new Error(`tensor choice rejected: ${message}`), { field: 'file' });
   if (choice === null || typeof choice !== 'object' || Array.isArray(choice)) {
     throw refuse(`expected an object {attention, keys, values, headMode, head, layer, kvHead, normalise}, got ${JSON.stringify(choice)}`);
