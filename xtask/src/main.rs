@@ -16,6 +16,7 @@ mod fuzz;
 mod pipeline;
 mod serve;
 mod site;
+mod strip;
 mod wasm;
 
 use std::error::Error;
@@ -63,6 +64,10 @@ fn run(args: &[String]) -> Result<ExitCode> {
         "build" => {
             no_args(cmd, rest)?;
             wasm::build(&ws)?;
+            println!(
+                "(sizes of www/; `cargo xtask dist` strips the js comments and reports dist/)"
+            );
+            print!("{}", wasm::size_report(&ws.www())?);
             Ok(ExitCode::SUCCESS)
         }
         "dist" => {

@@ -1,12 +1,14 @@
 //! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/`, `www/pkg-simd/` and
-//! `www/pkg-upload/`) into `dist/`.
+//! `www/pkg-upload/`) into `dist/`, its JavaScript without comments and indentation
+//! ([`strip_js`]), and report the sizes a browser downloads.
 //!
 //! `dist/` is a plain folder that works from any static host and any sub-path, so every URL in
 //! the page must be relative and nothing may come from another origin. [`absolute_urls`] checks
 //! our own html, css and js for the usual ways to break that; the browser tests then load the
 //! site under a sub-path and fail on any request to another origin.
 
-use crate::wasm::collect_files;
+use crate::strip::strip_js;
+use crate::wasm::{collect_files, size_report};
 use crate::{wasm, Result, Workspace};
 
 /// Builds, then copies `www/` into a fresh `dist/`.
@@ -64,14 +66,25 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::copy(file, &to)
-            .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
+        if file.extension().is_some_and(|e| e == "js") {
+            // (the page's and wasm-bindgen's js: comments and indentation are not sent)
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let stripped =
+                strip_js(&text).map_err(|e| format!("cannot strip {}: {e}", file.display()))?;
+            std::fs::write(&to, stripped)
+                .map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        } else {
+            std::fs::copy(file, &to)
+                .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
+        }
     }
     println!(
-        "xtask: dist assembled: {} files in {}",
+        "xtask: dist assembled: {} files in {} (js without comments and indentation)",
         files.len(),
         dist.display()
     );
+    print!("{}", size_report(&dist)?);
     Ok(())
 }
 

@@ -81,8 +81,8 @@ const FLAVOURS: [Flavour; 3] = [
 /// The bindings folder of the module the page fetches only when needed (on the first upload).
 pub const PKG_ON_DEMAND: &str = "pkg-upload";
 
-/// Builds the wasm32 release modules ([`FLAVOURS`]), generates their bindings into `www/pkg*/`,
-/// prints sizes.
+/// Builds the wasm32 release modules ([`FLAVOURS`]), generates their bindings into `www/pkg*/`
+/// (`cargo xtask build` then prints the sizes of `www/`, `cargo xtask dist` those of `dist/`).
 pub fn build(ws: &Workspace) -> Result<()> {
     ensure_target()?;
     let started = Instant::now();
@@ -93,7 +93,6 @@ pub fn build(ws: &Workspace) -> Result<()> {
         "xtask: build done in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    print!("{}", size_report(&ws.www())?);
     Ok(())
 }
 
