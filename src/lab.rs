@@ -400,9 +400,13 @@ pub struct Figures {
     pub compare: CompareFigures,
     /// KIVI-style mixed precision.
     pub kivi: KiviFigures,
-    /// True on a staged lab not yet completed ([`Lab::new_staged_with_progress`]): `compare`
-    /// and `kivi` are empty placeholders then.
+    /// True while the policy comparison is not computed for these settings: `compare` holds
+    /// empty placeholders (a staged lab, [`Lab::new_staged_with_progress`]) or the figures of
+    /// earlier settings (an update that deferred it, [`Lab::update_deferring_comparison`]).
+    /// [`Lab::complete_with_progress`] computes it.
     pub pending: bool,
+    /// True while `kivi` holds placeholders (a staged lab not yet completed).
+    pub kivi_pending: bool,
 }
 
 /// The data the sections work on.
@@ -815,8 +819,10 @@ pub struct Lab {
     /// The buffers of the quantization view last replaced, filled again by the next one.
     spare: QuantBuffers,
     data_id: u64,
-    /// Staged and not yet completed: the comparison and KIVI are placeholders.
-    pending: bool,
+    /// The comparison is not computed for the current settings (staged, or deferred).
+    compare_pending: bool,
+    /// KIVI is not computed (staged and not yet completed).
+    kivi_pending: bool,
 }
 
 /// The tensor-sized buffers of a [`QuantView`] (codes, `|x - x_hat|`, per-row errors). The lab
@@ -1481,21 +1487,21 @@ impl Lab {
         Lab::with_data(data, settings, progress, staged)
     }
 
-    /// Whether the comparison and KIVI still wait to be computed (see
-    /// [`Lab::new_staged_with_progress`]).
+    /// Whether the comparison or KIVI still wait to be computed (see
+    /// [`Lab::new_staged_with_progress`] and [`Lab::update_deferring_comparison`]).
     pub fn is_pending(&self) -> bool {
-        self.pending
+        self.compare_pending || self.kivi_pending
     }
 
-    /// Computes what a staged lab left out (the comparison, KIVI), calling `progress` before
-    /// each; a lab that is not pending is returned as it is.
+    /// Computes what a staged lab or a deferring update left out (the comparison, KIVI),
+    /// calling `progress` before each; a lab that is not pending is returned as it is.
     pub fn complete_with_progress(
         &mut self,
         progress: &mut dyn FnMut(Stage),
     ) -> Result<&Figures, LabError> {
-        if self.pending {
+        if self.is_pending() {
             let s = self.settings.clone();
-            self.update_with_progress(&s, progress)?;
+            self.apply(&s, progress, false)?;
         }
         Ok(&self.figures)
     }
@@ -1547,6 +1553,7 @@ impl Lab {
             compare: compare.figures.clone(),
             kivi: kivi.clone(),
             pending: staged,
+            kivi_pending: staged,
         };
         Ok(Lab {
             data,
@@ -1562,7 +1569,8 @@ impl Lab {
             select_cache,
             spare: QuantBuffers::default(),
             data_id: next_data_id(),
-            pending: staged,
+            compare_pending: staged,
+            kivi_pending: staged,
         })
     }
 
@@ -1579,6 +1587,30 @@ impl Lab {
         &mut self,
         s: &Settings,
         progress: &mut dyn FnMut(Stage),
+    ) -> Result<&Figures, LabError> {
+        self.apply(s, progress, false)
+    }
+
+    /// [`Lab::update_with_progress`] that leaves the policy comparison as it was when `s`
+    /// changes it: its figures and charts keep the earlier settings' values and
+    /// [`Figures::pending`] is true until [`Lab::complete_with_progress`] (or an update) computes
+    /// it. The page defers the comparison while its section is off screen, so a control
+    /// answers without the comparison's cost (at 64 x 4,096 a bits change spends about 80 % of
+    /// its time there), and completes it once the controls rest.
+    pub fn update_deferring_comparison(
+        &mut self,
+        s: &Settings,
+        progress: &mut dyn FnMut(Stage),
+    ) -> Result<&Figures, LabError> {
+        self.apply(s, progress, true)
+    }
+
+    /// The update: `defer` leaves the comparison pending when it would be recomputed.
+    fn apply(
+        &mut self,
+        s: &Settings,
+        progress: &mut dyn FnMut(Stage),
+        defer: bool,
     ) -> Result<&Figures, LabError> {
         check(s)?;
         let regenerate = match &self.data.generated {
@@ -1636,18 +1668,26 @@ impl Lab {
         } else {
             self.compare_cache.clone()
         };
-        let new_compare =
-            if regenerate || self.pending || compare_key(data, s, quant) != self.compare.key {
-                progress(Stage::Compare);
-                Some(compare_view(data, s, quant, &mut compare_cache)?)
-            } else {
-                None
-            };
+        let compare_stale =
+            regenerate || self.compare_pending || compare_key(data, s, quant) != self.compare.key;
+        let deferred = compare_stale && defer;
+        let new_compare = if compare_stale && !defer {
+            progress(Stage::Compare);
+            Some(compare_view(data, s, quant, &mut compare_cache)?)
+        } else {
+            None
+        };
         let compare = new_compare.as_ref().unwrap_or(&self.compare);
-        // The x axis follows the quantization and the index kind even when the curves do not.
-        let mut curves = compare.curves.clone();
-        annotate(&mut curves, data, s)?;
-        let new_kivi = if regenerate || self.pending || kivi_config(s, data) != self.kivi.0 {
+        // The x axis follows the quantization and the index kind even when the curves do not
+        // (deferred curves keep the axis of the settings they were computed for).
+        let curves = if deferred {
+            None
+        } else {
+            let mut curves = compare.curves.clone();
+            annotate(&mut curves, data, s)?;
+            Some(curves)
+        };
+        let new_kivi = if regenerate || self.kivi_pending || kivi_config(s, data) != self.kivi.0 {
             progress(Stage::Kivi);
             Some((kivi_config(s, data), kivi_figures(data, s)?))
         } else {
@@ -1662,7 +1702,8 @@ impl Lab {
             together,
             compare: compare.figures.clone(),
             kivi: kivi.1.clone(),
-            pending: false,
+            pending: deferred,
+            kivi_pending: false,
         };
         if let Some(d) = new_data {
             self.data = d;
@@ -1685,7 +1726,9 @@ impl Lab {
         if let Some(c) = new_compare {
             self.compare = c;
         }
-        self.compare.curves = curves;
+        if let Some(curves) = curves {
+            self.compare.curves = curves;
+        }
         self.compare_cache = compare_cache;
         self.select_cache = select_cache;
         if let Some(k) = new_kivi {
@@ -1694,7 +1737,8 @@ impl Lab {
         self.figures = figures;
         self.settings = s.clone();
         self.data_memo = data_memo;
-        self.pending = false;
+        self.compare_pending = deferred;
+        self.kivi_pending = false;
         Ok(&self.figures)
     }
 
@@ -2268,6 +2312,124 @@ mod tests {
                 .expect("complete");
             assert!(again.is_empty());
         }
+    }
+
+    #[test]
+    fn a_deferring_update_leaves_only_the_comparison_and_completing_it_equals_an_update() {
+        let base = small();
+        // A change the comparison depends on (B), one it does not (the model), one that
+        // regenerates the data (T), and one of bits (the output error uses V at these bits).
+        let changes = [
+            Settings {
+                budget: 9,
+                ..base.clone()
+            },
+            Settings {
+                model: "qwen2.5-7b".into(),
+                ..base.clone()
+            },
+            Settings {
+                tokens: 48,
+                budget: 12,
+                ..base.clone()
+            },
+            Settings {
+                bits: 3,
+                ..base.clone()
+            },
+        ];
+        for s in changes {
+            let mut lab = Lab::new(base.clone()).unwrap();
+            let before = lab.figures().clone();
+            let before_curves = lab.compare().curves.clone();
+            let mut seen = Vec::new();
+            let f = lab
+                .update_deferring_comparison(&s, &mut |st| seen.push(st))
+                .unwrap()
+                .clone();
+            assert!(!seen.contains(&Stage::Compare), "{seen:?}");
+            let direct = Lab::new(s.clone()).unwrap();
+            let g = direct.figures();
+            // Everything but the comparison is final.
+            assert_eq!(
+                (
+                    &f.data,
+                    &f.quant,
+                    &f.select,
+                    &f.budget,
+                    &f.together,
+                    &f.kivi
+                ),
+                (
+                    &g.data,
+                    &g.quant,
+                    &g.select,
+                    &g.budget,
+                    &g.together,
+                    &g.kivi
+                ),
+                "{}",
+                s.to_query()
+            );
+            let changed = f.compare != g.compare || lab.compare().curves != direct.compare().curves;
+            if changed {
+                // Deferred: the earlier settings' comparison stays, marked pending.
+                assert!(f.pending && lab.is_pending() && !f.kivi_pending);
+                assert_eq!(f.compare, before.compare);
+                assert_eq!(lab.compare().curves, before_curves);
+                let mut rest = Vec::new();
+                lab.complete_with_progress(&mut |st| rest.push(st)).unwrap();
+                assert_eq!(rest, [Stage::Compare], "{}", s.to_query());
+            } else {
+                assert!(!f.pending && !lab.is_pending(), "{}", s.to_query());
+            }
+            assert!(!lab.is_pending() && !lab.figures().pending);
+            assert_same_view(&lab, &direct, &s.to_query());
+        }
+        // The model changes neither the comparison nor its inputs: nothing was deferred.
+        let mut lab = Lab::new(base.clone()).unwrap();
+        let s = Settings {
+            model: "qwen2.5-7b".into(),
+            ..base.clone()
+        };
+        assert!(
+            !lab.update_deferring_comparison(&s, &mut |_| {})
+                .unwrap()
+                .pending
+        );
+    }
+
+    #[test]
+    fn deferred_changes_add_up_and_a_plain_update_completes_them() {
+        let mut lab = Lab::new(small()).unwrap();
+        let b = Settings {
+            budget: 9,
+            ..small()
+        };
+        let both = Settings {
+            recent: 2,
+            ..b.clone()
+        };
+        lab.update_deferring_comparison(&b, &mut |_| {}).unwrap();
+        // A second deferred change on top of the first: still pending.
+        assert!(
+            lab.update_deferring_comparison(&both, &mut |_| {})
+                .unwrap()
+                .pending
+        );
+        // An ordinary update computes the comparison even if it changes nothing it depends on.
+        let mut seen = Vec::new();
+        lab.update_with_progress(&both, &mut |st| seen.push(st))
+            .unwrap();
+        assert_eq!(seen, [Stage::Compare]);
+        assert_same_view(&lab, &Lab::new(both.clone()).unwrap(), &both.to_query());
+        // A staged lab updated with deferral computes KIVI but not the comparison.
+        let mut staged = Lab::new_staged_with_progress(small(), &mut |_| {}).unwrap();
+        let f = staged.update_deferring_comparison(&b, &mut |_| {}).unwrap();
+        assert!(f.pending && !f.kivi_pending);
+        assert!(f.compare.rows.is_empty());
+        staged.complete_with_progress(&mut |_| {}).unwrap();
+        assert_same_view(&staged, &Lab::new(b.clone()).unwrap(), &b.to_query());
     }
 
     #[test]

@@ -121,11 +121,17 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
 
   const now = () => performance.now();
 
-  /** Draws `charts` with the page's labels/theme; returns `{name: ms}`. */
+  /**
+   * Draws `charts` with the page's labels/theme; returns `{name: ms}`. While the comparison is
+   * pending (a staged page, or an update that deferred it) its charts are not drawn: they are
+   * left out of the timings, and the page keeps them marked out of date.
+   */
   function draw(spec) {
     const timings = {};
     if (!spec || !page) return timings;
+    const pending = spec.charts.some((c) => NEEDS_COMPARISON.has(c)) && page.isPending();
     for (const name of spec.charts) {
+      if (pending && NEEDS_COMPARISON.has(name)) continue;
       const canvas = canvases.get(name);
       const size = spec.sizes?.[name];
       if (!canvas || !size) continue;
@@ -243,9 +249,17 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     parseQuery: ({ query }) => parseQuery(query),
     defaults: () => parseQuery('').settings,
     toQuery: ({ settings }) => toQuery(settings),
-    update: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
-      figures: page.update(settings, progress),
+    /**
+     * `{settings, draw, defer}`: applies the settings and draws `draw.charts`. With `defer` a
+     * comparison the change makes stale is left for `complete` (the figures say `pending`).
+     */
+    update: ({ id, settings, draw: spec, defer }) => computeAndDraw(id, spec, (progress) => ({
+      figures: page.update(settings, progress, !!defer),
       query: toQuery(settings),
+    })),
+    /** `{draw}`: computes what a deferring update left out, then draws `draw.charts`. */
+    complete: ({ id, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
+      figures: page.complete(progress),
     })),
     draw: ({ draw: spec }) => ({ timings: { compute: 0, draws: draw(spec) } }),
     loadFile: async ({ name, bytes }) => (await uploadsModule()).load(name, bytes),
@@ -262,7 +276,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         }
         // The uploaded data's shape plus the page's own keys (language, embed mode).
         const settings = { ...page.settings(), ...keep };
-        const figures = page.update(settings, progress);
+        const figures = page.update(settings, progress, false);
         return { result, settings, figures, query: toQuery(settings) };
       });
     },
@@ -274,8 +288,9 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     fingerprints: () => page.dataFingerprints(),
     /** Bytes of wasm linear memory (init returns the running instance's exports). */
     memory: async () => (await wasm.default()).memory.buffer.byteLength,
-    exportCsv: () => page.exportCsv(),
-    exportJson: () => page.exportJson(),
+    // (The exports hold the comparison: computed first if an update deferred it.)
+    exportCsv: () => { page.complete(); return page.exportCsv(); },
+    exportJson: () => { page.complete(); return page.exportJson(); },
     /** A chart as a PNG blob. */
     async png({ name }) {
       const canvas = canvases.get(name);

@@ -33,6 +33,8 @@ const CHARTS = {
   select: ['attn', 'scores', 'strip', 'mass'],
   compare: ['strips', 'tradeoff'],
 };
+// Charts drawn from the policy comparison (not drawn while the engine defers it).
+const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
 const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'skewed', 'bits', 'group',
   'budget', 'recent', 'window', 'kernel', 'sinks', 'future', 'kivi_kbits', 'kivi_vbits', 'kivi_group',
   'kivi_residual', 'memory_gib', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
@@ -63,6 +65,12 @@ const app = {
   urlCommit: false,
   sent: null, // the settings of the update with the engine
   lateCommit: false, // a commit (change event) for a value already with the engine
+  // Work for what is off screen waits until the controls rest (see catchUp):
+  visible: new Set(), // charts whose canvas is on screen
+  compareVisible: false, // the comparison's section is on screen
+  stale: new Set(), // charts drawn for earlier settings (off screen when those changed)
+  comparePending: false, // the engine deferred the comparison (its section was off screen)
+  catchUp: 0, // the scheduled catch-up (animation frame or timer), 0 when none
 };
 
 const $ = (sel) => document.querySelector(sel);
@@ -214,10 +222,10 @@ function writeFigures(f) {
   figure('data-description', f.data.description, f.data.description);
 
   writeLevers(f.together);
-  if (!f.pending) { // (a staged first view: the comparison and KIVI follow)
-    writeCompare(f.compare);
-    writeKivi(f.kivi);
-  }
+  // (A staged first view: the comparison and KIVI follow; a deferred comparison keeps the
+  // figures on screen until the catch-up computes it.)
+  if (!f.pending) writeCompare(f.compare);
+  if (!f.kiviPending) writeKivi(f.kivi);
   const tok = (n) => `${grouped(n)} ${t(app.lang, 'budget.tokens')}`;
   figure('context-fit', b.contextFit, tok(b.contextFit));
   figure('scope-copies', b.kvCopyFactor, t(app.lang, 'scope.copies')
@@ -370,24 +378,29 @@ function drawSpec(names) {
 const chartsOf = (sections) => [...sections].flatMap((s) => CHARTS[s] ?? []);
 
 /** Page-side measures of the engine's timings (durations as the engine measured them). */
-function measureTimings(timings, start) {
+function measureTimings(timings, start, prefix = 'kvlab:') {
   if (!timings) return;
   let at = start;
   if (timings.compute) {
-    performance.measure('kvlab:compute', { start: at, duration: timings.compute });
+    performance.measure(`${prefix}compute`, { start: at, duration: timings.compute });
     at += timings.compute;
   }
   for (const [name, ms] of Object.entries(timings.draws ?? {})) {
-    performance.measure(`kvlab:draw:${name}`, { start: at, duration: ms });
+    performance.measure(`${prefix}draw:${name}`, { start: at, duration: ms });
     at += ms;
   }
 }
 
-/** `data-busy` is set while anything the page shows is not yet up to date (tests wait on it). */
+/**
+ * `data-busy` is set while anything on screen is not yet up to date, `data-stale` while
+ * something off screen is not (tests wait on both; the benchmark's latency on the first).
+ */
 function markBusy() {
   const busy = app.requests > 0 || app.frame !== 0 || app.pending.size > 0 || app.urlTimer !== 0;
   if (busy) document.body.dataset.busy = 'true';
   else delete document.body.dataset.busy;
+  if (app.stale.size || app.comparePending) document.body.dataset.stale = 'true';
+  else delete document.body.dataset.stale;
   if (!app.requests) {
     clearTimeout(app.progressTimer);
     app.progressTimer = 0;
@@ -437,16 +450,139 @@ async function busyWhile(task) {
   }
 }
 
-/** Redraws charts without recomputing (resize, theme, language). */
+/**
+ * Redraws charts without recomputing (resize, theme, language): those on screen now, the
+ * others when the controls rest (catchUp).
+ */
 async function redraw(names) {
   const start = performance.now();
   try {
-    const reply = await request('draw', { draw: drawSpec(names) });
+    const spec = drawSpec(names);
+    const later = deferOffScreen(spec, app.comparePending);
+    const reply = await request('draw', { draw: spec });
     measureTimings(reply.timings, start);
+    drawn(spec, later);
   } catch (e) {
     reportError(null, e);
   }
 }
+
+/**
+ * Takes the charts that are off screen (and, with `comparisonPending`, those drawn from the
+ * comparison) out of `spec`; returns them. A chart is on screen when its canvas intersects
+ * the viewport (an IntersectionObserver keeps `app.visible`).
+ */
+function deferOffScreen(spec, comparisonPending) {
+  const now = spec.charts.filter((c) => app.visible.has(c) && !(comparisonPending && NEEDS_COMPARISON.has(c)));
+  const later = spec.charts.filter((c) => !now.includes(c));
+  spec.charts = now;
+  return later;
+}
+
+/** Records that `spec.charts` are up to date and `later` are not; schedules the catch-up. */
+function drawn(spec, later) {
+  for (const c of spec.charts) app.stale.delete(c);
+  for (const c of later) app.stale.add(c);
+  if (app.stale.size || app.comparePending) scheduleCatchUp(2);
+  markBusy();
+}
+
+/**
+ * Schedules the catch-up of what is off screen: after `frames` animation frames without a
+ * change (0: as soon as the engine is free, for a stale chart that came on screen). Dragging
+ * a slider makes a change every frame, so the catch-up never delays a drag; it runs when the
+ * person lets go, a chart at a time.
+ */
+function scheduleCatchUp(frames) {
+  if (app.catchUp) {
+    if (frames > 0) return; // already scheduled (the sooner wins)
+    if (app.catchUp > 0) window.cancelAnimationFrame(app.catchUp);
+    else clearTimeout(-app.catchUp);
+  }
+  let left = frames;
+  const tick = () => {
+    if (left-- > 0) {
+      app.catchUp = window.requestAnimationFrame(tick);
+      return;
+    }
+    // (a task after the frame: the catch-up starts once this frame is painted)
+    app.catchUp = -setTimeout(() => {
+      app.catchUp = 0;
+      catchUp();
+    }, 0);
+  };
+  tick();
+}
+
+/**
+ * One step of the catch-up: the deferred comparison first, then one stale chart (those on
+ * screen first), then the next step. Stops whenever a change waits or a request is with the
+ * engine (the update's end schedules it again), so a change never waits behind more than one
+ * step (at 64 x 32,768: the comparison, or one chart, a few ms).
+ */
+async function catchUp() {
+  // (Before the first view is complete, main() schedules it when it is.)
+  if (!app.ready) return;
+  if (app.inFlight || app.requests || app.pending.size || app.frame) {
+    if (app.stale.size || app.comparePending) scheduleCatchUp(2);
+    return;
+  }
+  const start = performance.now();
+  try {
+    if (app.comparePending) {
+      await completeComparison([...app.stale].filter((c) => NEEDS_COMPARISON.has(c) && app.visible.has(c)), start);
+    } else {
+      const next = [...app.stale].sort((a, b) => app.visible.has(b) - app.visible.has(a))[0];
+      if (!next) return;
+      const spec = drawSpec([next]);
+      const reply = await request('draw', { draw: spec });
+      measureTimings(reply.timings, start, 'kvlab:later:');
+      // (a chart the page no longer shows, e.g. after switching to an embed, leaves the set)
+      app.stale.delete(next);
+      drawn(spec, []);
+    }
+  } catch (e) {
+    // Not retried until the next change: the message says why.
+    app.stale.clear();
+    app.comparePending = false;
+    markBusy();
+    if (!e.stopped) reportError(null, e);
+    return;
+  }
+  if (app.stale.size || app.comparePending) scheduleCatchUp(0);
+}
+
+/** Computes the deferred comparison, writes its figures, draws `charts` (of its charts). */
+async function completeComparison(charts, start = performance.now()) {
+  const spec = drawSpec(charts);
+  const reply = await request('complete', { draw: spec });
+  measureTimings(reply.timings, start, 'kvlab:later:');
+  app.comparePending = reply.figures.pending;
+  // (only the comparison and KIVI changed: write them)
+  app.figures = reply.figures;
+  if (!reply.figures.pending) writeCompare(reply.figures.compare);
+  if (!reply.figures.kiviPending) writeKivi(reply.figures.kivi);
+  renderFormulas(reply.figures, app.good, (key) => t(app.lang, key), new Set(['compare']));
+  if (reply.drawError) throw reply.drawError;
+  drawn(spec, []);
+}
+
+/** Which charts and whether the comparison section are on screen (see deferOffScreen). */
+const onScreen = new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    const name = e.target.dataset.chart;
+    if (name) {
+      if (e.isIntersecting) app.visible.add(name);
+      else app.visible.delete(name);
+    } else {
+      app.compareVisible = e.isIntersecting;
+    }
+  }
+  // A stale chart came on screen: draw it as soon as the engine is free.
+  if ([...app.stale].some((c) => app.visible.has(c)) || (app.comparePending && app.compareVisible)) {
+    scheduleCatchUp(0);
+  }
+});
 
 /** Writes figures and formulas of `sections` (the engine has drawn their charts). */
 function render(figures, sections) {
@@ -499,12 +635,20 @@ async function flush() {
   try {
     const charts = chartsOf(sections)
       .filter((c) => dataChanged || ![...changed.keys()].every((k) => UNCHANGED_BY[c]?.has(k)));
-    const reply = await request('update', { settings, draw: drawSpec(charts) });
+    // What is off screen is brought up to date when the controls rest (catchUp): the charts,
+    // and the comparison while its section is off screen.
+    // (Charts left stale that came on screen meanwhile are drawn with it.)
+    const spec = drawSpec([...charts, ...[...app.stale].filter((c) => app.visible.has(c))]);
+    const defer = !app.compareVisible;
+    const later = deferOffScreen(spec, defer);
+    const reply = await request('update', { settings, draw: spec, defer });
     measureTimings(reply.timings, start);
     clearErrors();
     app.good = settings;
+    app.comparePending = reply.figures.pending;
     if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
-    render(reply.figures, sections);
+    render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);
+    drawn(spec, later);
     if (reply.drawError) showError(null, reply.drawError.message);
     performance.measure('kvlab:update', 'kvlab:update:start');
     // The URL and storage are not needed for the painted frame: record them after it (a task
@@ -598,6 +742,9 @@ function show(settings, figures, query, push) {
   app.settings = { ...settings };
   app.good = { ...settings };
   app.pending.clear();
+  // (every chart was drawn and everything computed for it)
+  app.stale.clear();
+  app.comparePending = false;
   writeControls(app.good);
   render(figures, ALL);
   recordUrl(push, query);
@@ -793,8 +940,10 @@ function freshCanvases() {
   for (const [name, old] of Object.entries(app.canvases)) {
     const fresh = old.cloneNode(false);
     observer.unobserve(old);
+    onScreen.unobserve(old);
     old.replaceWith(fresh);
     observer.observe(fresh);
+    onScreen.observe(fresh);
     app.canvases[name] = fresh;
   }
 }
@@ -865,7 +1014,15 @@ function wire() {
   for (const b of document.querySelectorAll('[data-png]')) {
     b.addEventListener('click', async () => {
       try {
-        const blob = await request('png', { name: b.dataset.png });
+        const name = b.dataset.png;
+        // (a chart still waiting for the catch-up is brought up to date first)
+        if (app.comparePending && NEEDS_COMPARISON.has(name)) await completeComparison([name]);
+        else if (app.stale.has(name)) {
+          const spec = drawSpec([name]);
+          await request('draw', { draw: spec });
+          drawn(spec, []);
+        }
+        const blob = await request('png', { name });
         if (blob) download(`kvlab-${b.dataset.png}.png`, blob);
       } catch (e) {
         reportError(null, e);
@@ -959,8 +1116,10 @@ async function main() {
   const canvases = app.canvases;
   for (const c of document.querySelectorAll('canvas[data-chart]')) {
     observer.observe(c);
+    onScreen.observe(c);
     canvases[c.dataset.chart] = c;
   }
+  onScreen.observe($('#compare'));
   let first;
   let shown = false;
   /** Writes the first view's figures and controls (charts are the engine's). */
@@ -1062,6 +1221,8 @@ async function main() {
   status.hidden = true;
   app.ready = true;
   document.body.dataset.state = 'ready';
+  // (charts resized while the first view was drawn, and left for later)
+  if (app.stale.size || app.comparePending) scheduleCatchUp(0);
 }
 
 /**

@@ -119,8 +119,8 @@ impl Page {
         ))
     }
 
-    /// Computes what [`Page::staged`] left out; returns the figures. `progress` as in the
-    /// constructor.
+    /// Computes what [`Page::staged`] or a deferring [`Page::update`] left out; returns the
+    /// figures. `progress` as in the constructor.
     pub fn complete(&mut self, progress: Option<js_sys::Function>) -> Result<JsValue, JsValue> {
         let f = self
             .lab
@@ -130,18 +130,30 @@ impl Page {
     }
 
     /// Applies a settings object; returns the figures. On error (an `Error` with `field`) the
-    /// previous view stays. `progress` as in the constructor (only recomputed stages).
+    /// previous view stays. `progress` as in the constructor (only recomputed stages). With
+    /// `defer`, a comparison the change makes stale is left for [`Page::complete`] (see
+    /// [`Lab::update_deferring_comparison`]; the figures carry `pending: true` until then).
     pub fn update(
         &mut self,
         settings: JsValue,
         progress: Option<js_sys::Function>,
+        defer: bool,
     ) -> Result<JsValue, JsValue> {
         let s = settings_of(settings)?;
-        let f = self
-            .lab
-            .update_with_progress(&s, &mut reporter(progress))
-            .map_err(|e| lab_error(&e))?;
+        let mut progress = reporter(progress);
+        let f = if defer {
+            self.lab.update_deferring_comparison(&s, &mut progress)
+        } else {
+            self.lab.update_with_progress(&s, &mut progress)
+        }
+        .map_err(|e| lab_error(&e))?;
         to_js(f)
+    }
+
+    /// Whether the comparison or KIVI wait for [`Page::complete`].
+    #[wasm_bindgen(js_name = isPending)]
+    pub fn is_pending(&self) -> bool {
+        self.lab.is_pending()
     }
 
     /// The current figures.

@@ -85,10 +85,11 @@ export async function open(context, url, { waitReady = true } = {}) {
 
 /**
  * Waits until the page is up to date (no change waiting, no request with the engine: the page
- * clears `body[data-busy]` then), then two animation frames so the result is painted.
+ * clears `body[data-busy]` then; nothing off screen left for the catch-up: `body[data-stale]`),
+ * then two animation frames so the result is painted.
  */
 export async function settle(page) {
-  await page.locator('body:not([data-busy])').waitFor({ timeout: 60_000 });
+  await page.locator('body:not([data-busy]):not([data-stale])').waitFor({ timeout: 60_000 });
   await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
 }
 

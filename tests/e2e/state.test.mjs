@@ -124,3 +124,59 @@ for (const section of ['quant', 'select', 'budget']) {
     await page.close();
   });
 }
+
+test('what is off screen is drawn and computed once the controls rest, and then equals a fresh view', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ bits: 4, budget: 40 }));
+  // The quantization controls in view: the comparison (section and charts) is far below.
+  await page.getByLabel('Bits', { exact: true }).scrollIntoViewIfNeeded();
+  await page.locator('#quant').evaluate((s) => s.scrollIntoView({ block: 'start' }));
+  await settle(page);
+  const offScreen = await page.locator('#compare').evaluate((s) => s.getBoundingClientRect().top > window.innerHeight);
+  assert.ok(offScreen, 'the comparison is below the viewport');
+  // Record the page's busy/stale states and its measures through one change.
+  await page.evaluate(() => {
+    performance.clearMeasures();
+    window.__states = [];
+    new MutationObserver(() => {
+      const d = document.body.dataset;
+      window.__states.push(`${d.busy ? 'busy' : ''}/${d.stale ? 'stale' : ''}`);
+    }).observe(document.body, { attributes: true, attributeFilter: ['data-busy', 'data-stale'] });
+  });
+  await page.getByLabel('Bits', { exact: true }).focus();
+  await page.keyboard.press('ArrowLeft'); // 4 -> 3: changes the quantization and the comparison's output error
+  await settle(page);
+  const { states, update, draws } = await page.evaluate(() => ({
+    states: window.__states,
+    update: performance.getEntriesByName('kvlab:update').map((m) => [m.startTime, m.startTime + m.duration]),
+    // [name, start]: the update's charts are `kvlab:draw:*`, the catch-up's `kvlab:later:draw:*`
+    draws: performance.getEntriesByType('measure').filter((m) => /^kvlab:(later:)?draw:/.test(m.name))
+      .map((m) => [m.name, m.startTime]),
+  }));
+  assert.equal(update.length, 1, 'one update');
+  const [, updateEnd] = update[0];
+  const drawnBy = (chart, inUpdate) => draws.some(([c, at]) => (inUpdate
+    ? c === `kvlab:draw:${chart}` && at <= updateEnd
+    : c === `kvlab:later:draw:${chart}` && at > updateEnd));
+  // The histogram is on screen: drawn by the update. The comparison's charts and the error map
+  // are not: drawn after it, by the catch-up.
+  assert.ok(drawnBy('hist', true), JSON.stringify(draws));
+  for (const chart of ['tradeoff', 'errmap']) {
+    assert.ok(!drawnBy(chart, true), `${chart} not drawn by the update: ${JSON.stringify(draws)}`);
+    assert.ok(drawnBy(chart, false), `${chart} drawn after the update: ${JSON.stringify(draws)}`);
+  }
+  // The page said so: on-screen up to date while the off-screen part was still stale.
+  assert.ok(states.includes('/stale'), JSON.stringify(states));
+  assert.equal(states.at(-1), '/', JSON.stringify(states));
+  assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '3');
+  // Caught up: the comparison's table and charts equal those of a fresh view of the same link.
+  const table = () => page.locator('#compare-rows').innerText();
+  const shot = (p, chart) => p.locator(`canvas[data-chart="${chart}"]`).evaluate((c) => c.toDataURL('image/png'));
+  const fresh = await open(browser.context, page.url());
+  assert.equal(await table(), await fresh.page.locator('#compare-rows').innerText());
+  for (const chart of ['tradeoff', 'strips', 'errmap']) {
+    assert.equal(await shot(page, chart), await shot(fresh.page, chart), chart);
+  }
+  assert.deepEqual([...problems, ...fresh.problems], []);
+  await page.close();
+  await fresh.page.close();
+});
