@@ -17,7 +17,10 @@
 //   body[data-state="ready"], to the frame after it painted (ready + two animation frames), and
 //   the browser's first-contentful-paint;
 // * for N changes of each control (bits slider up/down, Budget B, Recent window r, Method,
-//   Scheme), dispatched in the page as a person's input + change events at t0 = performance.now():
+//   Scheme), each control first scrolled to the middle of the viewport (the page draws what is
+//   on screen at once and the rest when the controls rest: its catch-up, under
+//   body[data-stale], is waited for before the next change and reported as "off screen caught
+//   up"), dispatched in the page as a person's input + change events at t0 = performance.now():
 //   (a) the page's own `kvlab:update` measure, (b) per section: `kvlab:compute` plus the
 //   `kvlab:draw:<chart>` of that section's charts, and every chart and `kvlab:formulas` on its
 //   own, (c) input to frame painted: t0 to the second requestAnimationFrame callback (the second
@@ -154,7 +157,8 @@ async function interact({ selector, value, events }) {
   if (selector) el.value = String(value);
   for (const type of events) el.dispatchEvent(new Event(type, { bubbles: true }));
   // The engine answers asynchronously (it runs in a worker): wait for the page to say it is up
-  // to date (it removes body[data-busy] after writing the reply), then time the painted frame.
+  // to date on screen (it removes body[data-busy] after writing the reply; the URL and what is
+  // off screen follow under body[data-stale]), then time the painted frame.
   await new Promise((resolve) => {
     if (!document.body.dataset.busy) { resolve(); return; }
     const mo = new MutationObserver(() => {

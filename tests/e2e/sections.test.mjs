@@ -134,8 +134,9 @@ test('formulas patched in place after changes equal the formulas of a fresh load
 
 test('a quantization control redraws what it changes, not the policy strips (which tokens each policy keeps)', async () => {
   const { page, problems } = await open(browser.context, urlWith({ bits: 4, budget: 64 }));
+  // Charts drawn by the update (on screen) or after it (the catch-up of what is off screen).
   const drawn = () => page.evaluate(() => performance.getEntriesByType('measure')
-    .filter((m) => m.name.startsWith('kvlab:draw:')).map((m) => m.name.slice(11)));
+    .map((m) => /^kvlab:(?:later:)?draw:(.*)$/.exec(m.name)?.[1]).filter(Boolean));
   const strips = await canvasHash(page, 'strips');
   await page.evaluate(() => performance.clearMeasures());
   await setNumber(page, 'Bits', 3);
