@@ -454,6 +454,8 @@ function summarise(records, SECTIONS) {
   return {
     update,
     compute: by('kvlab:compute'),
+    toEngine: by('kvlab:to-engine'),
+    fromEngine: by('kvlab:from-engine'),
     formulas: by('kvlab:formulas'),
     figures: by('kvlab:figures'),
     frame: by('kvlab:frame'),
@@ -530,7 +532,9 @@ function report(results, size) {
     out(row('    floor: no-op input, 2 rAF', r.floor.map((f) => f.painted)));
     out(row('    floor: no-op input, rendered', r.floor.map((f) => f.rendered)));
     out(row('(a) kvlab:update', s.update));
+    out(row('    kvlab:to-engine (request transit)', s.toEngine));
     out(row('    kvlab:compute (wasm update)', s.compute));
+    out(row('    kvlab:from-engine (reply transit)', s.fromEngine));
     out(row('    kvlab:figures (DOM figures)', s.figures));
     out(row('    kvlab:formulas', s.formulas));
     out(row("    kvlab:frame (page's own measure)", s.frame));

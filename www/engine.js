@@ -148,6 +148,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
   /** Runs `compute(progress)` then draws; reports the durations. */
   function computeAndDraw(id, spec, compute) {
     const progress = (stage) => post({ id, progress: stage });
+    const started = epochNow();
     const t0 = now();
     const value = compute(progress);
     const compute_ms = now() - t0;
@@ -159,7 +160,9 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     } catch (e) {
       drawError = plainError(e); // the numbers are good even if a chart could not be drawn
     }
-    return { ...value, timings: { compute: compute_ms, draws }, drawError };
+    // (`started` and `sent` in epoch ms: the page places the work on its own clock and
+    // measures the messages' transit)
+    return { ...value, timings: { compute: compute_ms, draws, started, sent: epochNow() }, drawError };
   }
 
   const ops = {

@@ -381,6 +381,15 @@ const chartsOf = (sections) => [...sections].flatMap((s) => CHARTS[s] ?? []);
 function measureTimings(timings, start, prefix = 'kvlab:') {
   if (!timings) return;
   let at = start;
+  // The request's way to the engine (and its wait behind an earlier request), and the reply's
+  // way back, when the engine says when it started and sent (epoch ms; the page's clock is
+  // performance.now(), from timeOrigin).
+  if (timings.started !== undefined) {
+    at = Math.max(start, timings.started - performance.timeOrigin);
+    performance.measure(`${prefix}to-engine`, { start, end: at });
+    const sent = Math.max(at, timings.sent - performance.timeOrigin);
+    performance.measure(`${prefix}from-engine`, { start: sent, end: Math.max(sent, performance.now()) });
+  }
   if (timings.compute) {
     performance.measure(`${prefix}compute`, { start: at, duration: timings.compute });
     at += timings.compute;
