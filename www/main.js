@@ -71,6 +71,7 @@ const app = {
   stale: new Set(), // charts drawn for earlier settings (off screen when those changed)
   comparePending: false, // the engine deferred the comparison (its section was off screen)
   catchUp: 0, // the scheduled catch-up (animation frame or timer), 0 when none
+  stage: null, // the stage the engine reported last (shown once the progress box is up)
 };
 
 const $ = (sel) => document.querySelector(sel);
@@ -408,10 +409,17 @@ function measureTimings(timings, start, prefix = 'kvlab:') {
  */
 function markBusy() {
   const busy = app.requests > 0 || app.frame !== 0 || app.pending.size > 0;
-  if (busy) document.body.dataset.busy = 'true';
-  else delete document.body.dataset.busy;
-  if (app.stale.size || app.comparePending || app.urlTimer !== 0) document.body.dataset.stale = 'true';
-  else delete document.body.dataset.stale;
+  const stale = app.stale.size > 0 || app.comparePending || app.urlTimer !== 0;
+  // (attributes written only when they change: a write costs style work and observers' calls)
+  const body = document.body.dataset;
+  if (busy !== ('busy' in body)) {
+    if (busy) body.busy = 'true';
+    else delete body.busy;
+  }
+  if (stale !== ('stale' in body)) {
+    if (stale) body.stale = 'true';
+    else delete body.stale;
+  }
   if (!app.requests) {
     clearTimeout(app.progressTimer);
     app.progressTimer = 0;
@@ -422,9 +430,15 @@ function markBusy() {
 
 const STAGES = ['data', 'quantization', 'selection', 'budget', 'compare', 'kivi', 'draw'];
 
+/** Shows the stage the engine is at (only once the box is up: a fast update writes nothing). */
 function onProgress(_id, stage) {
-  $('#progress-text').textContent = t(app.lang, `progress.${stage}`);
-  $('#progress-bar').value = STAGES.indexOf(stage) + 1;
+  app.stage = stage;
+  if (!$('#progress').hidden) writeStage();
+}
+
+function writeStage() {
+  $('#progress-text').textContent = t(app.lang, app.stage ? `progress.${app.stage}` : 'progress.label');
+  $('#progress-bar').value = app.stage ? STAGES.indexOf(app.stage) + 1 : 0;
 }
 
 /** A request to the engine; a progress box appears if it takes longer than 100 ms. */
@@ -433,7 +447,7 @@ async function request(op, payload, transfer, onPartial) {
   markBusy();
   if (!app.progressTimer) {
     app.progressTimer = setTimeout(() => {
-      if (!$('#progress-text').textContent) $('#progress-text').textContent = t(app.lang, 'progress.label');
+      writeStage();
       $('#progress').hidden = false;
     }, 100);
   }
@@ -441,7 +455,11 @@ async function request(op, payload, transfer, onPartial) {
     return await app.client.call(op, payload, transfer, onPartial);
   } finally {
     app.requests -= 1;
-    if (!app.requests) $('#progress-text').textContent = '';
+    // (written only when it holds a stage: every DOM write costs style and layout)
+    if (!app.requests) {
+      app.stage = null;
+      if ($('#progress-text').textContent) $('#progress-text').textContent = '';
+    }
     markBusy();
   }
 }
