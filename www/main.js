@@ -408,7 +408,8 @@ function measureTimings(timings, start, prefix = 'kvlab:') {
  * wait on both; the benchmark's input-to-paint latency on the first.
  */
 function markBusy() {
-  const busy = app.requests > 0 || app.frame !== 0 || app.pending.size > 0;
+  // (inFlight: an update stays busy until its reply is written, after its request has ended)
+  const busy = app.requests > 0 || app.inFlight || app.frame !== 0 || app.pending.size > 0;
   const stale = app.stale.size > 0 || app.comparePending || app.urlTimer !== 0;
   // (attributes written only when they change: a write costs style work and observers' calls)
   const body = document.body.dataset;

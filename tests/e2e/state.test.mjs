@@ -180,3 +180,50 @@ test('what is off screen is drawn and computed once the controls rest, and then 
   await page.close();
   await fresh.page.close();
 });
+
+/** The text of a download (a promise of playwright's download event). */
+async function downloadedText(download) {
+  let text = '';
+  for await (const chunk of await (await download).createReadStream()) text += chunk;
+  return text;
+}
+
+test('an export made while the comparison waits for the catch-up holds the comparison of the view shown', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ bits: 4, budget: 40 }));
+  await page.locator('#select').evaluate((s) => s.scrollIntoView({ block: 'start' }));
+  await settle(page);
+  assert.ok(await page.locator('#compare').evaluate((s) => s.getBoundingClientRect().top > window.innerHeight),
+    'the comparison is below the viewport');
+  // Change B, then press Export JSON the moment the update is on screen: the comparison is
+  // still deferred then (body[data-stale]); the catch-up would start two frames later.
+  const download = page.waitForEvent('download');
+  const stateAtClick = await page.evaluate(() => new Promise((resolve) => {
+    const b = document.querySelector('#budget-b');
+    b.value = '30';
+    b.dispatchEvent(new Event('input', { bubbles: true }));
+    b.dispatchEvent(new Event('change', { bubbles: true }));
+    const mo = new MutationObserver(() => {
+      if (document.body.dataset.busy) return;
+      mo.disconnect();
+      const stale = 'stale' in document.body.dataset;
+      document.querySelector('#export-json').click();
+      resolve(stale);
+    });
+    mo.observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
+  }));
+  assert.equal(stateAtClick, true, 'the export was asked for while the comparison was deferred');
+  const exported = JSON.parse(await downloadedText(download));
+  await settle(page);
+  assert.equal(exported.figures.pending, false);
+  assert.equal(exported.figures.select.keptCount, 30);
+  // The same link in a fresh page: the same comparison.
+  const fresh = await open(browser.context, page.url());
+  const freshDownload = fresh.page.waitForEvent('download');
+  await fresh.page.locator('#export-json').click();
+  const again = JSON.parse(await downloadedText(freshDownload));
+  assert.deepEqual(exported.figures.compare, again.figures.compare);
+  assert.ok(exported.figures.compare.rows.length > 0);
+  assert.deepEqual([...problems, ...fresh.problems], []);
+  await page.close();
+  await fresh.page.close();
+});
