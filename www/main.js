@@ -867,11 +867,50 @@ function idbRequest(mode, action) {
     };
   });
 }
+/**
+ * The upload saved for the next visit (IndexedDB). `localStorage['kvlab.upload']` says whether
+ * there is one ('1') or not ('0'), so a visit opens the database only when it has something to
+ * restore: opening it costs a first visit 100-250 ms on these machines, alongside the engine's
+ * start. Without the flag (a browser that saved an upload before the flag existed) the page
+ * starts as if nothing were saved and looks afterwards (restoreLegacyUpload).
+ */
 const savedUpload = {
-  put: (value) => idbRequest('readwrite', (s) => s.put(value, 'current')),
+  put: (value) => idbRequest('readwrite', (s) => s.put(value, 'current')).then((r) => { setSavedFlag('1'); return r; }),
   get: () => idbRequest('readonly', (s) => s.get('current')),
-  clear: () => idbRequest('readwrite', (s) => s.delete('current')),
+  clear: () => idbRequest('readwrite', (s) => s.delete('current')).then((r) => { setSavedFlag('0'); return r; }),
+  flag: () => {
+    try {
+      return window.localStorage.getItem('kvlab.upload');
+    } catch {
+      return null; // storage blocked: IndexedDB is then most likely blocked too
+    }
+  },
 };
+
+function setSavedFlag(value) {
+  try {
+    window.localStorage.setItem('kvlab.upload', value);
+  } catch {
+    // storage may be blocked
+  }
+}
+
+/**
+ * A browser without the flag may hold an upload saved before the flag existed: once the first
+ * view is up, look, and put it back as a load would have.
+ */
+function restoreLegacyUpload() {
+  // (busy until it is known: the view may change)
+  return busyWhile(async () => {
+    const saved = await savedUpload.get().catch(() => null);
+    setSavedFlag(saved?.files?.length ? '1' : '0');
+    if (!saved?.files?.length || app.upload) return;
+    const reply = await restoreUpload(saved, { settings: app.good });
+    if (!reply || reply.stopped) return;
+    await request('draw', { draw: drawSpec(chartsOf(ALL)) });
+    show(reply.settings, reply.figures, reply.query, false);
+  }).catch((e) => reportError(null, e));
+}
 
 /** Loads files into the page's list of uploaded tensors (and remembers their bytes). */
 async function addFile(name, buf) {
@@ -1142,7 +1181,9 @@ async function main() {
   $('#stop').addEventListener('click', () => stop());
   performance.mark('kvlab:update:start');
   // Read in parallel with the engine's start: a saved upload replaces the generated data.
-  const savedPromise = savedUpload.get().catch(() => null); // (no IndexedDB here: nothing saved)
+  // (No IndexedDB here: nothing saved.)
+  const savedFlag = savedUpload.flag();
+  const savedPromise = savedFlag === '1' ? savedUpload.get().catch(() => null) : Promise.resolve(null);
   const canvases = app.canvases;
   for (const c of document.querySelectorAll('canvas[data-chart]')) {
     observer.observe(c);
@@ -1251,6 +1292,7 @@ async function main() {
   status.hidden = true;
   app.ready = true;
   document.body.dataset.state = 'ready';
+  if (savedFlag === null) restoreLegacyUpload();
   // (charts resized while the first view was drawn, and left for later)
   if (app.stale.size || app.comparePending) scheduleCatchUp(0);
 }

@@ -143,11 +143,22 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   await page.locator('body[data-state="ready"]').waitFor();
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded: attention \[S=16, T=40\]/);
   assert.equal(await figure(page, 'kept-count'), keptCount);
+  // ... also for a browser that saved it before the flag that says an upload is saved existed
+  // (the page then starts on generated data and puts the upload back once it is up).
+  assert.equal(await page.evaluate(() => localStorage.getItem('kvlab.upload')), '1');
+  await page.evaluate(() => localStorage.removeItem('kvlab.upload'));
+  await page.reload();
+  await page.locator('body[data-state="ready"]').waitFor();
+  await settle(page);
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded: attention \[S=16, T=40\]/);
+  assert.equal(await figure(page, 'kept-count'), keptCount);
+  assert.equal(await page.evaluate(() => localStorage.getItem('kvlab.upload')), '1');
 
   // ... until the user goes back to generated data.
   await page.getByRole('button', { name: 'Back to generated data' }).click();
   await settle(page);
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /generated/);
+  await page.waitForFunction(() => localStorage.getItem('kvlab.upload') === '0');
   await page.reload();
   await page.locator('body[data-state="ready"]').waitFor();
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /generated/);
