@@ -28,7 +28,9 @@
 //   frame boundary, so a no-op event is measured the same way and shown as the method's floor),
 //   and input to the end of the updated frame's rendering (t0 to a task posted from the first
 //   requestAnimationFrame callback after the page's own, i.e. after that frame's style, layout
-//   and paint);
+//   and paint); (d) the catch-up's measures (`kvlab:later:compute`: the comparison deferred
+//   while its section was off screen; `kvlab:later:draw:<chart>`), and W3 = the comparison's
+//   compute plus its two charts' draws when the catch-up computed it;
 // * sizes of the served files (raw and gzip per file, as a static server sends them);
 // * memory after load and after the interactions: V8 heap (CDP Performance.getMetrics and
 //   performance.memory), the wasm linear memory, and the renderer process's RSS, peak RSS
@@ -426,8 +428,11 @@ async function interactions(page, w, n, warmup) {
       await page.evaluate(caughtUp);
     }
     const r = await page.evaluate(interact, { selector: step.selector, value: step.value, events: step.events });
-    // Until what is off screen is up to date too (the page's catch-up), from t0.
+    // Until what is off screen is up to date too (the page's catch-up), from t0, and the
+    // catch-up's own measures (`kvlab:later:*`: the deferred comparison, the charts off screen).
     r.caughtUp = (await page.evaluate(caughtUp)) - r.t0;
+    r.later = await page.evaluate(() => performance.getEntriesByType('measure')
+      .filter((m) => m.name.startsWith('kvlab:later:')).map((m) => [m.name, m.duration]));
     if (!step.warm) records.push({ control: step.control, value: step.value, ...r });
     // Let the browser idle a moment between changes, as between a person's key presses.
     await page.waitForTimeout(20);
@@ -437,6 +442,13 @@ async function interactions(page, w, n, warmup) {
 
 function summarise(records, SECTIONS) {
   const by = (name) => records.flatMap((r) => r.measures.filter(([m]) => m === name).map(([, d]) => d));
+  const later = (name) => records.flatMap((r) => (r.later ?? []).filter(([m]) => m === name).map(([, d]) => d));
+  // W3 (the trade-off sweep) in the catch-up: the comparison's compute and its charts' draws,
+  // over the changes whose catch-up computed it.
+  const w3 = records.filter((r) => (r.later ?? []).some(([m]) => m === 'kvlab:later:compute'))
+    .map((r) => r.later.filter(([m]) => /^kvlab:later:(compute|draw:(strips|tradeoff))$/.test(m)).reduce((a, [, d]) => a + d, 0));
+  const laterCharts = {};
+  for (const c of Object.values(SECTIONS).flat()) laterCharts[c] = later(`kvlab:later:draw:${c}`);
   const update = records.map((r) => r.measures.filter(([m]) => m === 'kvlab:update').reduce((a, [, d]) => a + d, 0));
   const sections = {};
   for (const [section, charts] of Object.entries(SECTIONS)) {
@@ -464,6 +476,9 @@ function summarise(records, SECTIONS) {
     painted: records.map((r) => r.painted),
     rendered: records.map((r) => r.rendered),
     caughtUp: records.map((r) => r.caughtUp).filter(Number.isFinite),
+    laterCompute: later('kvlab:later:compute'),
+    laterCharts,
+    w3,
     wait: records.map((r) => r.wait).filter(Number.isFinite),
     work: records.map((r) => r.work).filter(Number.isFinite),
   };
@@ -540,6 +555,9 @@ function report(results, size) {
     out(row("    kvlab:frame (page's own measure)", s.frame));
     for (const [sec, xs] of Object.entries(s.sections)) out(row(`(b) section ${sec} (compute + draws)`, xs));
     for (const [c, xs] of Object.entries(s.charts)) out(row(`    draw ${c}`, xs));
+    out(row('(d) catch-up: kvlab:later:compute', s.laterCompute));
+    for (const [c, xs] of Object.entries(s.laterCharts)) if (xs.length) out(row(`    later draw ${c}`, xs));
+    if (r.workload === 'W1') out(row('    W3: comparison + strips + tradeoff', s.w3));
     out('  per control:                        update p50/p95   painted p50/p95   rendered p50/p95');
     for (const control of [...new Set(r.records.map((x) => x.control))]) {
       const recs = r.records.filter((x) => x.control === control);
@@ -565,7 +583,8 @@ function report(results, size) {
     }
     if (r.sweep && r.workload === 'W1') {
       const sec = Object.entries(r.sections).find(([, charts]) => charts.some((c) => /sweep|tradeoff/.test(c)));
-      out(`  W3 (trade-off sweep on W1): section ${sec[0]} = compute + draws of ${sec[1].join(', ')}; see (b) above`);
+      out(`  W3 (trade-off sweep on W1): section ${sec[0]} (${sec[1].join(', ')}), off screen while these controls`);
+      out('    change: computed and drawn by the catch-up, see (d) above');
     } else if (!r.sweep) {
       out('  W3 sweep chart on the page: absent: skipped');
     }
