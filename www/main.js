@@ -62,6 +62,7 @@ const app = {
   labels: null,
   inputAt: null, // performance.now() of the first input event not yet painted
   urlTimer: 0,
+  urlSeq: 0, // counts updates: a URL recording scheduled before the last one is dropped
   urlCommit: false,
   sent: null, // the settings of the update with the engine
   lateCommit: false, // a commit (change event) for a value already with the engine
@@ -642,6 +643,34 @@ function recordUrl(push, q = app.query) {
   }
 }
 
+/**
+ * Records the URL (push when a committed change is among those shown) two frames after the last
+ * update; each update starts the count again. `app.urlTimer`: -1 while counting frames, a timer
+ * id once the task is posted, 0 when nothing is to be recorded.
+ */
+function scheduleUrl() {
+  app.urlSeq += 1;
+  const seq = app.urlSeq;
+  if (app.urlTimer > 0) clearTimeout(app.urlTimer);
+  app.urlTimer = -1;
+  let left = 2;
+  const tick = () => {
+    if (seq !== app.urlSeq) return; // a later update counts again
+    if (--left > 0) {
+      window.requestAnimationFrame(tick);
+      return;
+    }
+    app.urlTimer = setTimeout(() => {
+      app.urlTimer = 0;
+      const push = app.urlCommit;
+      app.urlCommit = false;
+      recordUrl(push, app.query);
+      markBusy();
+    }, 0);
+  };
+  window.requestAnimationFrame(tick);
+}
+
 /** Sends the pending changes to the engine (one request at a time; later changes wait). */
 async function flush() {
   app.frame = 0;
@@ -681,23 +710,14 @@ async function flush() {
     drawn(spec, later);
     if (reply.drawError) showError(null, reply.drawError.message);
     performance.measure('kvlab:update', 'kvlab:update:start');
-    // The URL and storage are not needed for the painted frame: record them after it (a task
-    // posted from the frame's animation callback runs once the frame is painted). Each URL
-    // change costs a same-document navigation, which refetches and decodes the favicon, 5-30 ms.
+    // The URL and storage are not needed for the painted frame: record them once the controls
+    // rest (two frames without an update; a task posted from the last frame's animation
+    // callback runs once that frame is painted). Each URL change costs a same-document
+    // navigation, which refetches and decodes the favicon, 5-30 ms: during a drag that was
+    // taken from every frame.
     app.urlCommit ||= commit || app.lateCommit;
-    if (!app.urlTimer) {
-      app.urlTimer = -1;
-      window.requestAnimationFrame(() => {
-        app.urlTimer = setTimeout(() => {
-          app.urlTimer = 0;
-          const push = app.urlCommit;
-          app.urlCommit = false;
-          recordUrl(push, app.query);
-          markBusy();
-        }, 0);
-      });
-    }
     app.query = reply.query;
+    scheduleUrl();
     // Input event to painted frame: the next animation frame starts after this one is painted.
     if (inputAt !== null) {
       window.requestAnimationFrame(() => {
