@@ -5,7 +5,7 @@
 //   cargo xtask dist
 //   python3 -m http.server 8123 --bind 127.0.0.1 --directory dist &
 //   KVLAB_URL=http://127.0.0.1:8123/ node benches/page.mjs [--n 30] [--workloads W1,W2]
-//                                                         [--cold 5] [--json out.json]
+//                                                         [--cold 5] [--drags 3] [--json out.json]
 //
 // (or `cargo xtask serve` and KVLAB_URL=http://127.0.0.1:8000/). KVLAB_CHROMIUM picks the
 // browser (default /usr/bin/chromium). KVLAB_DIST (default ./dist) is where the size report
@@ -31,6 +31,9 @@
 //   and paint); (d) the catch-up's measures (`kvlab:later:compute`: the comparison deferred
 //   while its section was off screen; `kvlab:later:draw:<chart>`), and W3 = the comparison's
 //   compute plus its two charts' draws when the catch-up computed it;
+// * (e) drags of Budget B: one input event per animation frame for 60 frames, as a pointer
+//   makes them; how many of the inputs the page showed, input -> the frame with each
+//   (`kvlab:frame`), and the frame rate during the drag;
 // * sizes of the served files (raw and gzip per file, as a static server sends them);
 // * memory after load and after the interactions: V8 heap (CDP Performance.getMetrics and
 //   performance.memory), the wasm linear memory, and the renderer process's RSS, peak RSS
@@ -68,7 +71,7 @@ const PAGE_GZ_TARGET = 400e3;
 const MEMORY_TARGET = 400e6;
 
 function parseArgs(argv) {
-  const o = { n: 30, workloads: ['W1', 'W2'], cold: 5, warmup: 3, json: null };
+  const o = { n: 30, workloads: ['W1', 'W2'], cold: 5, warmup: 3, drags: 3, json: null };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     const next = () => {
@@ -80,10 +83,11 @@ function parseArgs(argv) {
     else if (a === '--workloads') o.workloads = next().split(',');
     else if (a === '--cold') o.cold = Number(next());
     else if (a === '--warmup') o.warmup = Number(next());
+    else if (a === '--drags') o.drags = Number(next());
     else if (a === '--json') o.json = next();
     else if (a === '-h' || a === '--help') {
       console.log('usage: KVLAB_URL=http://127.0.0.1:8123/ node benches/page.mjs [--n 30] '
-        + '[--workloads W1,W2] [--cold 5] [--warmup 3] [--json FILE]');
+        + '[--workloads W1,W2] [--cold 5] [--warmup 3] [--drags 3] [--json FILE]');
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -148,6 +152,38 @@ async function caughtUp() {
     mo.observe(document.body, { attributes: true, attributeFilter: ['data-busy', 'data-stale'] });
   });
   return performance.now();
+}
+
+/**
+ * A drag of a slider as a pointer makes it: one input event per animation frame for `frames`
+ * frames (the value moving from 20 % to 70 % of the range), then change. Returns how many of
+ * the inputs the page showed (its `kvlab:frame` measures: input -> the frame with the update),
+ * their durations, and the drag's length.
+ */
+async function drag({ selector, frames }) {
+  const el = document.querySelector(selector);
+  performance.clearMeasures();
+  const lo = Number(el.min);
+  const hi = Number(el.max);
+  const t0 = performance.now();
+  for (let i = 0; i < frames; i += 1) {
+    await new Promise((r) => { requestAnimationFrame(r); });
+    el.value = String(Math.round(lo + (hi - lo) * (0.2 + (0.5 * i) / frames)));
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  }
+  el.dispatchEvent(new Event('change', { bubbles: true }));
+  const end = performance.now();
+  await new Promise((resolve) => {
+    const idle = () => !document.body.dataset.busy;
+    if (idle()) { resolve(); return; }
+    const mo = new MutationObserver(() => { if (idle()) { mo.disconnect(); resolve(); } });
+    mo.observe(document.body, { attributes: true, attributeFilter: ['data-busy'] });
+  });
+  return {
+    shown: performance.getEntriesByName('kvlab:frame').map((m) => m.duration),
+    ms: end - t0,
+    frames,
+  };
 }
 
 /** One person-like change of a control, timed in the page. */
@@ -518,6 +554,14 @@ async function runWorkload(browser, w, opts) {
     recent: document.querySelector('#recent').value,
   }));
   const { records, floor } = await interactions(page, w, opts.n, opts.warmup);
+  // Drags of Budget B (a slider with a wide range), each after the page is idle again.
+  result.drags = [];
+  await page.evaluate(() => document.querySelector('#budget-b').scrollIntoView({ block: 'center' }));
+  for (let i = 0; i < opts.drags; i += 1) {
+    await page.evaluate(caughtUp);
+    result.drags.push(await page.evaluate(drag, { selector: '#budget-b', frames: 60 }));
+  }
+  await page.evaluate(caughtUp);
   result.records = records;
   result.floor = floor.map((r) => ({ painted: r.painted, rendered: r.rendered }));
   result.memoryAfter = await memory(browser, page, cdp);
@@ -545,6 +589,14 @@ function report(results, size) {
     out(row('      + frame work (update..rendered)', s.work, pass(s.work, target)));
     out(row('    input -> off screen caught up', s.caughtUp));
     out(row('    floor: no-op input, 2 rAF', r.floor.map((f) => f.painted)));
+    if (r.drags?.length) {
+      const shown = r.drags.flatMap((d) => d.shown);
+      const inputs = r.drags.reduce((a, d) => a + d.frames, 0);
+      const ms = r.drags.reduce((a, d) => a + d.ms, 0);
+      out(row(`(e) drag of B: input -> frame with it`, shown));
+      out(`      ${r.drags.length} drags of ${r.drags[0].frames} frames: ${shown.length} of ${inputs} inputs shown, `
+        + `${fmt(ms / inputs)} ms per input frame (16.7 when no frame is dropped)`);
+    }
     out(row('    floor: no-op input, rendered', r.floor.map((f) => f.rendered)));
     out(row('(a) kvlab:update', s.update));
     out(row('    kvlab:to-engine (request transit)', s.toEngine));
