@@ -565,12 +565,7 @@ async function catchUp() {
     } else {
       const next = [...app.stale].sort((a, b) => app.visible.has(b) - app.visible.has(a))[0];
       if (!next) return;
-      const spec = drawSpec([next]);
-      const reply = await request('draw', { draw: spec });
-      measureTimings(reply.timings, start, 'kvlab:later:');
-      // (a chart the page no longer shows, e.g. after switching to an embed, leaves the set)
-      app.stale.delete(next);
-      drawn(spec, []);
+      await drawStale(next, start);
     }
   } catch (e) {
     // Not retried until the next change: the message says why.
@@ -581,6 +576,16 @@ async function catchUp() {
     return;
   }
   if (app.stale.size || app.comparePending) scheduleCatchUp(0);
+}
+
+/** Draws the stale chart `name` (the catch-up's step, or before its PNG is saved). */
+async function drawStale(name, start = performance.now()) {
+  const spec = drawSpec([name]);
+  const reply = await request('draw', { draw: spec });
+  measureTimings(reply.timings, start, 'kvlab:later:');
+  // (a chart the page no longer shows, e.g. after switching to an embed, leaves the set)
+  app.stale.delete(name);
+  drawn(spec, []);
 }
 
 /** Computes the deferred comparison, writes its figures, draws `charts` (of its charts). */
@@ -1107,11 +1112,7 @@ function wire() {
         const name = b.dataset.png;
         // (a chart still waiting for the catch-up is brought up to date first)
         if (app.comparePending && NEEDS_COMPARISON.has(name)) await completeComparison([name]);
-        else if (app.stale.has(name)) {
-          const spec = drawSpec([name]);
-          await request('draw', { draw: spec });
-          drawn(spec, []);
-        }
+        else if (app.stale.has(name)) await drawStale(name);
         const blob = await request('png', { name });
         if (blob) download(`kvlab-${b.dataset.png}.png`, blob);
       } catch (e) {
