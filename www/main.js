@@ -73,7 +73,30 @@ const app = {
   comparePending: false, // the engine deferred the comparison (its section was off screen)
   catchUp: 0, // the scheduled catch-up (animation frame or timer), 0 when none
   stage: null, // the stage the engine reported last (shown once the progress box is up)
+  timed: 0, // updates whose measures are on the performance timeline (see trimTimeline)
 };
+
+/**
+ * How many updates' marks and measures the page keeps on the performance timeline. The browser
+ * keeps every entry until it is cleared, and an update leaves about ten (a drag: sixty updates a
+ * second), so a long visit would grow the list without bound. An init script may lower it
+ * (`globalThis.KVLAB_TIMELINE_KEEP`), as the tests do.
+ */
+const TIMELINE_KEEP = Number(globalThis.KVLAB_TIMELINE_KEEP) > 0 ? Number(globalThis.KVLAB_TIMELINE_KEEP) : 1000;
+
+/**
+ * Counts an update; after TIMELINE_KEEP of them, clears the page's per-update marks and
+ * measures (every `kvlab:` measure and the `kvlab:update:start` mark; the one-off
+ * `kvlab:load:*` marks stay), so the timeline holds the last TIMELINE_KEEP updates at most.
+ */
+function trimTimeline() {
+  if (++app.timed < TIMELINE_KEEP) return;
+  app.timed = 0;
+  const names = new Set(performance.getEntriesByType('measure')
+    .map((m) => m.name).filter((n) => n.startsWith('kvlab:')));
+  for (const name of names) performance.clearMeasures(name);
+  performance.clearMarks('kvlab:update:start');
+}
 
 const $ = (sel) => document.querySelector(sel);
 const controls = () => document.querySelectorAll('[data-key]');
@@ -692,6 +715,7 @@ async function flush() {
   const sections = new Set(dataChanged ? ALL : [...changed.keys()].flatMap((k) => SECTIONS_OF[k]));
   app.inFlight = true;
   app.sent = settings;
+  trimTimeline();
   performance.mark('kvlab:update:start');
   const start = performance.now();
   const inputAt = app.inputAt;

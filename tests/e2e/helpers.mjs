@@ -55,8 +55,10 @@ export function urlWith(query = '') {
 }
 
 /** Opens a tab recording console errors, page errors, failed and foreign requests. */
-export async function open(context, url, { waitReady = true } = {}) {
+export async function open(context, url, { waitReady = true, init = null } = {}) {
   const page = await context.newPage();
+  // A script run before the page's own (a setting the page reads at start).
+  if (init) await page.addInitScript(init);
   const problems = [];
   const requests = [];
   const origin = new URL(url).origin;

@@ -70,6 +70,37 @@ test('a keyboard change (input and change events in one task) makes one update a
   await page.close();
 });
 
+test('the page keeps the timings of its last updates only (the performance timeline does not grow without bound)', async () => {
+  // The page clears its per-update marks and measures every KVLAB_TIMELINE_KEEP updates (1000
+  // on the page; 5 here, so that a few changes cross it twice).
+  const { page, problems } = await open(browser.context, urlWith({ bits: 4 }), {
+    init: () => { globalThis.KVLAB_TIMELINE_KEEP = 5; },
+  });
+  const timeline = () => page.evaluate(() => ({
+    updates: performance.getEntriesByName('kvlab:update').length,
+    starts: performance.getEntriesByName('kvlab:update:start', 'mark').length,
+    measures: performance.getEntriesByType('measure').filter((m) => m.name.startsWith('kvlab:')).length,
+    load: performance.getEntriesByType('mark').filter((m) => m.name.startsWith('kvlab:load:')).length,
+  }));
+  const before = await timeline();
+  assert.equal(before.updates, 1, 'the first view is measured');
+  assert.ok(before.load >= 3, `start-up marks recorded (${before.load})`);
+  const seen = [];
+  for (let i = 0; i < 12; i++) {
+    await setNumber(page, 'Bits', i % 2 ? 4 : 5);
+    seen.push((await timeline()).updates);
+  }
+  // Updates 1..4 add up on the first view's; the 5th and the 10th start the timeline afresh.
+  assert.deepEqual(seen, [2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3]);
+  const after = await timeline();
+  assert.equal(after.starts, 3, 'one start mark per update kept');
+  assert.ok(after.measures < before.measures + 5 * 12, `measures bounded (${after.measures})`);
+  assert.equal(after.load, before.load, 'the start-up marks stay');
+  assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '4');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('garbage in the URL is repaired with a message, and the page works', async () => {
   const { page, problems } = await open(browser.context, urlWith('bits=banana&budget=-3&kernel=4&tokens=NaN&method=<script>'));
   const warn = page.locator('#url-warnings');
