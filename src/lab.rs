@@ -867,11 +867,16 @@ fn next_data_id() -> u64 {
 ///   looked up here before quantizing again; a few dozen entries at most.
 /// * The channel shown by default for each tensor (the one with the largest `|x|`): finding it
 ///   reads the whole tensor, and it does not depend on any quantization control.
+/// * Each tensor's per-group extremes under the last layout quantized: bits and scheme do not
+///   change them, so a bits or scheme change skips that pass over the tensor (shared, not
+///   copied, when the memo is cloned for an update).
 #[derive(Debug, Clone, Default)]
 struct DataMemo {
     rmse: Vec<(QuantConfig, KvPick, f64)>,
     /// Keys, values.
     channel: [Option<usize>; 2],
+    /// Keys, values.
+    extremes: [Option<std::sync::Arc<crate::quant::Extremes>>; 2],
 }
 
 impl DataMemo {
@@ -895,19 +900,29 @@ impl DataMemo {
         self.rmse.push((config, tensor, rmse));
     }
 
+    /// The extremes slot of `tensor` (for [`crate::quant::quantize_memo`]).
+    fn extremes(&mut self, tensor: KvPick) -> &mut Option<std::sync::Arc<crate::quant::Extremes>> {
+        &mut self.extremes[tensor_slot(tensor)]
+    }
+
     /// The default channel of `x` (the tensor `tensor`): the largest `max |x|`, the lowest
     /// index on a tie.
     fn channel(&mut self, x: &Matrix, tensor: KvPick) -> usize {
-        let slot = &mut self.channel[match tensor {
-            KvPick::K => 0,
-            KvPick::V => 1,
-        }];
+        let slot = &mut self.channel[tensor_slot(tensor)];
         *slot.get_or_insert_with(|| {
             let max_abs = col_max_abs(x);
             (0..x.cols())
                 .max_by(|&a, &b| max_abs[a].total_cmp(&max_abs[b]).then(b.cmp(&a)))
                 .unwrap_or(0)
         })
+    }
+}
+
+/// The index of a tensor in [`DataMemo`]'s per-tensor arrays.
+fn tensor_slot(tensor: KvPick) -> usize {
+    match tensor {
+        KvPick::K => 0,
+        KvPick::V => 1,
     }
 }
 
@@ -938,7 +953,7 @@ fn quant_view(
         KvPick::K => &data.keys,
         KvPick::V => &data.values,
     };
-    let quantized = crate::quant::quantize_reusing(x, &config, spare.codes)?;
+    let quantized = crate::quant::quantize_memo(x, &config, spare.codes, memo.extremes(s.tensor))?;
     // One pass for the statistics, the per-group and per-row bounds and |x - x_hat|.
     let analysis =
         crate::quant::analyze_reusing(x, &quantized, 2, s.meta, spare.abs_err, spare.rows)
@@ -1013,7 +1028,8 @@ fn quant_view(
         Some(match memo.get(&cfg, s.tensor) {
             Some(rmse) => rmse,
             None => {
-                let rmse = error_stats(x, &quantize(x, &cfg)?).rmse;
+                let q = crate::quant::quantize_memo(x, &cfg, Vec::new(), memo.extremes(s.tensor))?;
+                let rmse = error_stats(x, &q).rmse;
                 memo.put(cfg, s.tensor, rmse);
                 rmse
             }

@@ -493,7 +493,7 @@ fn group_extremes(x: View<'_>, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, boo
 /// assert_eq!(q.dequantize().data(), &[2.0, -3.0, 0.0]);
 /// ```
 pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantError> {
-    quantize_view(View::head(x, x.rows()), config, Vec::new())
+    quantize_view(View::head(x, x.rows()), config, Vec::new(), None)
 }
 
 /// [`quantize`], writing the codes into `codes` (its contents are dropped, its capacity kept):
@@ -514,7 +514,32 @@ pub fn quantize_reusing(
     config: &QuantConfig,
     codes: Vec<i32>,
 ) -> Result<Quantized, QuantError> {
-    quantize_view(View::head(x, x.rows()), config, codes)
+    quantize_view(View::head(x, x.rows()), config, codes, None)
+}
+
+/// The per-group minima and maxima of one tensor under one [`GroupLayout`], and whether the
+/// tensor is finite: the first pass of a quantization. Bits and scheme do not change them,
+/// only the layout does, so a caller that quantizes the same tensor again and again (the page,
+/// as a bits or scheme control moves) keeps them in a slot given to [`quantize_memo`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Extremes {
+    layout: GroupLayout,
+    lo: Vec<f32>,
+    hi: Vec<f32>,
+    finite: bool,
+}
+
+/// [`quantize_reusing`], taking the per-group extremes from `memo` when they were found for
+/// this layout, else finding them and leaving them there. `memo` must only ever be given the
+/// same `x` (the lab keeps one per tensor of its data and clears it with the data). The result
+/// is the same as [`quantize`]'s.
+pub(crate) fn quantize_memo(
+    x: &Matrix,
+    config: &QuantConfig,
+    codes: Vec<i32>,
+    memo: &mut Option<std::sync::Arc<Extremes>>,
+) -> Result<Quantized, QuantError> {
+    quantize_view(View::head(x, x.rows()), config, codes, Some(memo))
 }
 
 /// [`quantize`] of the first `n` rows of `x` (`1..=rows`; more is taken as all), without copying
@@ -524,13 +549,14 @@ pub(crate) fn quantize_head(
     n: usize,
     config: &QuantConfig,
 ) -> Result<Quantized, QuantError> {
-    quantize_view(View::head(x, n.max(1)), config, Vec::new())
+    quantize_view(View::head(x, n.max(1)), config, Vec::new(), None)
 }
 
 fn quantize_view(
     x: View<'_>,
     config: &QuantConfig,
     codes: Vec<i32>,
+    memo: Option<&mut Option<std::sync::Arc<Extremes>>>,
 ) -> Result<Quantized, QuantError> {
     let range = QuantConfig::bits_range(config.scheme);
     if !range.contains(&config.bits) {
@@ -550,7 +576,27 @@ fn quantize_view(
         Ok(l) => l,
         Err(e) => return Err(non_finite(x).unwrap_or(e)),
     };
-    let (lo, hi, finite) = group_extremes(x, &layout);
+    let find = || {
+        let (lo, hi, finite) = group_extremes(x, &layout);
+        Extremes {
+            layout,
+            lo,
+            hi,
+            finite,
+        }
+    };
+    let extremes = match memo {
+        Some(slot) => match slot {
+            Some(e) if e.layout == layout => std::sync::Arc::clone(e),
+            _ => {
+                let e = std::sync::Arc::new(find());
+                *slot = Some(std::sync::Arc::clone(&e));
+                e
+            }
+        },
+        None => std::sync::Arc::new(find()),
+    };
+    let (lo, hi, finite) = (&extremes.lo, &extremes.hi, extremes.finite);
     if !finite {
         if let Some(e) = non_finite(x) {
             return Err(e);
@@ -683,34 +729,41 @@ fn encode(
                 let any_const = const_c.iter().any(|&k| k);
                 for row in block.chunks_exact(cols) {
                     let params = params.clone();
+                    // Each row's codes are appended straight into `codes`.
                     match scheme {
                         Scheme::Symmetric if !any_const => {
-                            for ((q, &v), &s) in buf.iter_mut().zip(row).zip(&scale_c) {
-                                *q = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
-                            }
+                            codes.extend(row.iter().zip(&scale_c).map(|(&v, &s)| {
+                                round_to_i32((f64::from(v) / s).clamp(-qmax, qmax))
+                            }));
                         }
                         Scheme::Asymmetric if !any_const => {
-                            for ((q, &v), (&s, &zp)) in
-                                buf.iter_mut().zip(row).zip(scale_c.iter().zip(&zp_c))
-                            {
-                                *q = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
-                            }
+                            let params = scale_c.iter().zip(&zp_c);
+                            codes.extend(row.iter().zip(params).map(|(&v, (&s, &zp))| {
+                                round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax))
+                            }));
                         }
                         Scheme::Symmetric => {
-                            for ((q, &v), ((&s, _), &k)) in buf.iter_mut().zip(row).zip(params) {
+                            codes.extend(row.iter().zip(params).map(|(&v, ((&s, _), &k))| {
                                 // clamp(round(z)) = round(clamp(z)): the bounds are integers.
                                 let code = round_to_i32((f64::from(v) / s).clamp(-qmax, qmax));
-                                *q = if k { sign(v) } else { code };
-                            }
+                                if k {
+                                    sign(v)
+                                } else {
+                                    code
+                                }
+                            }));
                         }
                         Scheme::Asymmetric => {
-                            for ((q, &v), ((&s, &zp), &k)) in buf.iter_mut().zip(row).zip(params) {
+                            codes.extend(row.iter().zip(params).map(|(&v, ((&s, &zp), &k))| {
                                 let code = round_to_i32((f64::from(v) / s + zp).clamp(0.0, qmax));
-                                *q = if k { 0 } else { code };
-                            }
+                                if k {
+                                    0
+                                } else {
+                                    code
+                                }
+                            }));
                         }
                     }
-                    codes.extend_from_slice(&buf);
                 }
             }
         }
@@ -1425,10 +1478,9 @@ fn error_pass<const FULL: bool>(
         rows.reserve(x.rows());
         abs_err.reserve(x.data().len());
     }
-    // The current row's x_hat, |x - x_hat| in f64 and in f32.
+    // The current row's x_hat and |x - x_hat| in f64.
     let mut hat = vec![0f32; cols];
     let mut err = vec![0f64; cols];
-    let mut err32 = vec![0f32; if FULL { cols } else { 0 }];
     let n_rows = x.rows();
     for (r, (row, qrow)) in x.iter_rows().zip(q.codes.chunks_exact(cols)).enumerate() {
         let slot = r % LANES;
@@ -1485,15 +1537,16 @@ fn error_pass<const FULL: bool>(
         // The sums (layout independent; each loop vectorises).
         sum_abs.add_sq(&mut sum_sq, &err);
         sig_sq.add_sq_f32(row);
+        // FULL: |x - x_hat| in f32, written straight into `abs_err` (this row's part is
+        // `err32`).
+        let start = abs_err.len();
         if FULL {
-            for ((o, &v), &h) in err32.iter_mut().zip(row).zip(&hat) {
-                *o = (v - h).abs();
-            }
-            abs_err.extend_from_slice(&err32);
+            abs_err.extend(row.iter().zip(&hat).map(|(&v, &h)| (v - h).abs()));
             for (s, &e) in sq8[slot * cols..(slot + 1) * cols].iter_mut().zip(&err) {
                 *s = e * e;
             }
         }
+        let err32: &[f32] = abs_err.get(start..).unwrap_or_default();
         // The maxima.
         match shape {
             Shape::Columns { .. } if fused => {}
@@ -1501,7 +1554,7 @@ fn error_pass<const FULL: bool>(
                 for (m, &e) in max64_c.iter_mut().zip(&err) {
                     *m = if e > *m { e } else { *m };
                 }
-                for (m, &e) in max32_c.iter_mut().zip(&err32) {
+                for (m, &e) in max32_c.iter_mut().zip(err32) {
                     *m = if e > *m { e } else { *m };
                 }
             }
@@ -1966,5 +2019,69 @@ mod tests {
         assert_eq!(g[0], -1.0);
         assert_eq!(g[6], 1.0);
         assert!(q.grid(5).is_empty());
+    }
+
+    #[test]
+    fn memoised_extremes_give_the_same_quantization_and_follow_the_layout() {
+        // 40 x 6, values spread over signs and magnitudes, one constant column (a special
+        // encoding that depends on the extremes).
+        let data: Vec<f32> = (0..240)
+            .map(|i| {
+                if i % 6 == 5 {
+                    0.75
+                } else {
+                    ((i * 37 % 101) as f32 - 50.0) * 0.173
+                }
+            })
+            .collect();
+        let x = m(40, 6, &data);
+        let mut slot = None;
+        let mut found = Vec::new();
+        let layouts = [
+            (Granularity::PerChannel, None),
+            (Granularity::PerChannel, Some(8)),
+            (Granularity::PerToken, Some(4)),
+            (Granularity::PerTensor, None),
+        ];
+        for (granularity, group_size) in layouts {
+            for scheme in [Scheme::Symmetric, Scheme::Asymmetric] {
+                for bits in [2u8, 3, 4, 8] {
+                    let c = QuantConfig {
+                        bits,
+                        scheme,
+                        granularity,
+                        group_size,
+                    };
+                    let codes = vec![7; 3]; // a used buffer: its contents must not matter
+                    let q = quantize_memo(&x, &c, codes, &mut slot).unwrap();
+                    assert_eq!(q, quantize(&x, &c).unwrap(), "{c:?}");
+                    let e = slot.as_ref().unwrap();
+                    assert_eq!(
+                        e.layout,
+                        *q.layout(),
+                        "the slot holds this layout's extremes"
+                    );
+                    found.push(std::sync::Arc::as_ptr(e));
+                }
+            }
+        }
+        // Found once per layout, then reused for every bits and scheme of it.
+        found.dedup();
+        assert_eq!(found.len(), layouts.len());
+    }
+
+    #[test]
+    fn memoised_extremes_keep_reporting_a_non_finite_value() {
+        let x = m(2, 2, &[1.0, f32::NAN, 0.5, 2.0]);
+        let c = QuantConfig::per_channel_symmetric(4);
+        let mut slot = None;
+        for _ in 0..2 {
+            let err = quantize_memo(&x, &c, Vec::new(), &mut slot).unwrap_err();
+            assert!(
+                matches!(err, QuantError::NonFinite { row: 0, col: 1, .. }),
+                "{err}"
+            );
+            assert_eq!(err.to_string(), quantize(&x, &c).unwrap_err().to_string());
+        }
     }
 }
