@@ -867,9 +867,9 @@ fn next_data_id() -> u64 {
 ///   looked up here before quantizing again; a few dozen entries at most.
 /// * The channel shown by default for each tensor (the one with the largest `|x|`): finding it
 ///   reads the whole tensor, and it does not depend on any quantization control.
-/// * Each tensor's per-group extremes under the last layout quantized: bits and scheme do not
-///   change them, so a bits or scheme change skips that pass over the tensor (shared, not
-///   copied, when the memo is cloned for an update).
+/// * Each tensor's per-group extremes under the last layout quantized, and its `sum x^2`:
+///   bits and scheme do not change them, so a bits or scheme change skips that work (the
+///   extremes are shared, not copied, when the memo is cloned for an update).
 #[derive(Debug, Clone, Default)]
 struct DataMemo {
     rmse: Vec<(QuantConfig, KvPick, f64)>,
@@ -877,6 +877,8 @@ struct DataMemo {
     channel: [Option<usize>; 2],
     /// Keys, values.
     extremes: [Option<std::sync::Arc<crate::quant::Extremes>>; 2],
+    /// `sum x^2` of the keys, of the values (for [`crate::quant::analyze_memo`]).
+    sig_sq: [Option<f64>; 2],
 }
 
 impl DataMemo {
@@ -955,12 +957,19 @@ fn quant_view(
     };
     let quantized = crate::quant::quantize_memo(x, &config, spare.codes, memo.extremes(s.tensor))?;
     // One pass for the statistics, the per-group and per-row bounds and |x - x_hat|.
-    let analysis =
-        crate::quant::analyze_reusing(x, &quantized, 2, s.meta, spare.abs_err, spare.rows)
-            .map_err(|e| LabError::Range {
-                field: "file",
-                message: e.to_string(),
-            })?;
+    let analysis = crate::quant::analyze_memo(
+        x,
+        &quantized,
+        2,
+        s.meta,
+        spare.abs_err,
+        spare.rows,
+        &mut memo.sig_sq[tensor_slot(s.tensor)],
+    )
+    .map_err(|e| LabError::Range {
+        field: "file",
+        message: e.to_string(),
+    })?;
     let crate::quant::Analysis {
         stats,
         groups,

@@ -1263,7 +1263,7 @@ fn try_error_stats_view(
     meta: MetaDtype,
 ) -> Result<ErrorStats, ShapeMismatch> {
     check_shape(x, q)?;
-    let pass = error_pass::<false>(x, q, &mut Vec::new(), &mut Vec::new());
+    let pass = error_pass::<false>(x, q, &mut Vec::new(), &mut Vec::new(), None);
     Ok(pass.stats(x, q, source_bytes, meta))
 }
 
@@ -1293,6 +1293,25 @@ impl Lanes {
         for ((a, s), &e) in self.0.iter_mut().zip(sq.0.iter_mut()).zip(rest) {
             *a += e;
             *s += e * e;
+        }
+    }
+
+    /// [`Lanes::add_sq`], also adding `v^2` to `row`.
+    #[inline]
+    fn add_sq_row(&mut self, sq: &mut Lanes, row: &mut Lanes, v: &[f64]) {
+        let mut chunks = v.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (((a, s), r), &e) in self.0.iter_mut().zip(&mut sq.0).zip(&mut row.0).zip(c) {
+                *a += e;
+                *s += e * e;
+                *r += e * e;
+            }
+        }
+        let rest = chunks.remainder();
+        for (((a, s), r), &e) in self.0.iter_mut().zip(&mut sq.0).zip(&mut row.0).zip(rest) {
+            *a += e;
+            *s += e * e;
+            *r += e * e;
         }
     }
 
@@ -1429,13 +1448,15 @@ fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> ([f64; LANES], 
 ///
 /// Per row: `x_hat` (as [`Quantized::dequantize`]), then one layout-independent loop for the
 /// errors and the sums, then the maxima (per column over a block of rows for column layouts,
-/// per run for per-token). A row's squared error is summed in column order (the order that
-/// defines it); eight rows at a time side by side, from a buffer of their squares.
+/// per run for per-token). A row's squared error is summed in the [`Lanes`] order within the
+/// row (element `c` to lane `c % 8`), in the same loop as the tensor's sums. `sig_sq_known`:
+/// `sum x^2`, when the caller has it (the loop for it is skipped).
 fn error_pass<const FULL: bool>(
     x: View<'_>,
     q: &Quantized,
     abs_err: &mut Vec<f32>,
     rows: &mut Vec<RowError>,
+    sig_sq_known: Option<f64>,
 ) -> ErrorPass {
     let cols = x.cols();
     let n_groups = q.scales.len();
@@ -1473,7 +1494,6 @@ fn error_pass<const FULL: bool>(
     let (mut block_bound, mut block_limit) = (0f64, 0f64);
     let (mut bound8, mut limit8) = ([0f64; LANES], [0f64; LANES]);
     let qmax = q.config.qmax() as f64;
-    let mut sq8 = vec![0f64; if FULL { cols * LANES } else { 0 }];
     if FULL {
         rows.reserve(x.rows());
         abs_err.reserve(x.data().len());
@@ -1534,17 +1554,27 @@ fn error_pass<const FULL: bool>(
                 *e = (f64::from(v) - f64::from(h)).abs();
             }
         }
-        // The sums (layout independent; each loop vectorises).
-        sum_abs.add_sq(&mut sum_sq, &err);
-        sig_sq.add_sq_f32(row);
+        // The sums (layout independent; each loop vectorises); FULL: also the row's squared
+        // error, in the same lanes.
+        let mut row_sq = Lanes::ZERO;
+        if FULL {
+            sum_abs.add_sq_row(&mut sum_sq, &mut row_sq, &err);
+        } else {
+            sum_abs.add_sq(&mut sum_sq, &err);
+        }
+        if sig_sq_known.is_none() {
+            sig_sq.add_sq_f32(row);
+        }
         // FULL: |x - x_hat| in f32, written straight into `abs_err` (this row's part is
         // `err32`).
         let start = abs_err.len();
         if FULL {
             abs_err.extend(row.iter().zip(&hat).map(|(&v, &h)| (v - h).abs()));
-            for (s, &e) in sq8[slot * cols..(slot + 1) * cols].iter_mut().zip(&err) {
-                *s = e * e;
-            }
+            rows.push(RowError {
+                sq_err: row_sq.total(),
+                bound: bound8[slot],
+                limit: limit8[slot],
+            });
         }
         let err32: &[f32] = abs_err.get(start..).unwrap_or_default();
         // The maxima.
@@ -1574,34 +1604,6 @@ fn error_pass<const FULL: bool>(
                 }
             }
         }
-        // FULL: the squared errors of the last eight rows, each in column order.
-        if FULL && (slot == LANES - 1 || r + 1 == n_rows) {
-            let mut acc = [0f64; LANES];
-            // Eight independent running sums, one per row, each over its columns in order.
-            let (r0, r1) = sq8.split_at(4 * cols);
-            let (b0, b1) = (r0.split_at(2 * cols), r1.split_at(2 * cols));
-            let (s0, s1) = b0.0.split_at(cols);
-            let (s2, s3) = b0.1.split_at(cols);
-            let (s4, s5) = b1.0.split_at(cols);
-            let (s6, s7) = b1.1.split_at(cols);
-            for c in 0..cols {
-                acc[0] += s0[c];
-                acc[1] += s1[c];
-                acc[2] += s2[c];
-                acc[3] += s3[c];
-                acc[4] += s4[c];
-                acc[5] += s5[c];
-                acc[6] += s6[c];
-                acc[7] += s7[c];
-            }
-            for ((&sq_err, &bound), &limit) in acc.iter().zip(&bound8).zip(&limit8).take(slot + 1) {
-                rows.push(RowError {
-                    sq_err,
-                    bound,
-                    limit,
-                });
-            }
-        }
     }
     if d.block != usize::MAX {
         flush(
@@ -1615,7 +1617,7 @@ fn error_pass<const FULL: bool>(
     ErrorPass {
         sum_abs: sum_abs.total(),
         sum_sq: sum_sq.total(),
-        sig_sq: sig_sq.total(),
+        sig_sq: sig_sq_known.unwrap_or_else(|| sig_sq.total()),
         group_max32,
         group_max64,
     }
@@ -1654,14 +1656,32 @@ pub fn analyze_reusing(
     q: &Quantized,
     source_bytes: u64,
     meta: MetaDtype,
+    abs_err: Vec<f32>,
+    rows: Vec<RowError>,
+) -> Result<Analysis, ShapeMismatch> {
+    analyze_memo(x, q, source_bytes, meta, abs_err, rows, &mut None)
+}
+
+/// [`analyze_reusing`], taking `sum x^2` (in the [`Lanes`] order; it depends on `x` only) from
+/// `sig_sq` when it holds it, else computing it and leaving it there: a caller that analyses
+/// the same tensor again and again (the page, as a quantization control moves) skips that
+/// part of the pass. `sig_sq` must only ever be given the same `x` (the lab keeps one per
+/// tensor of its data and clears it with the data). The result is the same as [`analyze`]'s.
+pub(crate) fn analyze_memo(
+    x: &Matrix,
+    q: &Quantized,
+    source_bytes: u64,
+    meta: MetaDtype,
     mut abs_err: Vec<f32>,
     mut rows: Vec<RowError>,
+    sig_sq: &mut Option<f64>,
 ) -> Result<Analysis, ShapeMismatch> {
     let x = View::head(x, x.rows());
     check_shape(x, q)?;
     abs_err.clear();
     rows.clear();
-    let pass = error_pass::<true>(x, q, &mut abs_err, &mut rows);
+    let pass = error_pass::<true>(x, q, &mut abs_err, &mut rows, *sig_sq);
+    *sig_sq = Some(pass.sig_sq);
     let stats = pass.stats(x, q, source_bytes, meta);
     let groups = pass
         .group_max32
@@ -1703,7 +1723,9 @@ pub fn group_errors(x: &Matrix, q: &Quantized) -> Result<Vec<GroupError>, ShapeM
 /// Measured squared error of one row (token) against its bound (note §2.2, per vector).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct RowError {
-    /// `||x - x_hat||_2^2` over the row's channels.
+    /// `||x - x_hat||_2^2` over the row's channels, in `f64`, summed in the [`ErrorStats`]
+    /// lanes order within the row: channel `c` to lane `c % 8`, each lane in channel order,
+    /// the lanes combined as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))`.
     pub sq_err: f64,
     /// `1/4 sum_j scale_j^2` with each channel's own group scale.
     pub bound: f64,
@@ -2083,5 +2105,51 @@ mod tests {
             );
             assert_eq!(err.to_string(), quantize(&x, &c).unwrap_err().to_string());
         }
+    }
+
+    #[test]
+    fn memoised_signal_energy_gives_the_same_analysis() {
+        let data: Vec<f32> = (0..19 * 13)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) * 0.0917)
+            .collect();
+        let x = m(19, 13, &data);
+        let mut sig_sq = None;
+        for (bits, scheme) in [
+            (4, Scheme::Symmetric),
+            (2, Scheme::Asymmetric),
+            (8, Scheme::Symmetric),
+        ] {
+            let c = QuantConfig {
+                bits,
+                scheme,
+                ..QuantConfig::per_channel_symmetric(bits)
+            };
+            let q = quantize(&x, &c).unwrap();
+            let a = analyze_memo(
+                &x,
+                &q,
+                2,
+                MetaDtype::F16,
+                vec![1.0; 5],
+                Vec::new(),
+                &mut sig_sq,
+            )
+            .unwrap();
+            assert_eq!(a, analyze(&x, &q, 2, MetaDtype::F16).unwrap(), "{c:?}");
+            // The slot holds sum x^2 in the lanes order.
+            let mut lanes = [0f64; LANES];
+            for (i, &v) in data.iter().enumerate() {
+                lanes[i % 13 % LANES] += f64::from(v) * f64::from(v);
+            }
+            assert_eq!(sig_sq, Some(Lanes(lanes).total()));
+        }
+        // A held value is taken as it is (the pass skips that sum): here a wrong one shows.
+        let q = quantize(&x, &QuantConfig::per_channel_symmetric(4)).unwrap();
+        let fresh = analyze(&x, &q, 2, MetaDtype::F16).unwrap().stats;
+        let mut held = sig_sq.map(|v| v * 10.0);
+        let stats = analyze_memo(&x, &q, 2, MetaDtype::F16, Vec::new(), Vec::new(), &mut held)
+            .unwrap()
+            .stats;
+        assert!((stats.snr_db - fresh.snr_db - 10.0).abs() < 1e-9);
     }
 }

@@ -398,15 +398,18 @@ proptest! {
         let hat = q.dequantize();
         let mut gmax = vec![0f32; q.scales().len()];
         for r in 0..x.rows() {
-            let (mut sq, mut bound) = (0f64, 0f64);
+            // The row's squared error in the lanes order (channel c to lane c % 8, the lanes
+            // combined pairwise); its bound in channel order.
+            let (mut sq, mut bound) = ([0f64; 8], 0f64);
             for col in 0..x.cols() {
                 let v = x.get(r, col).unwrap();
                 let h = hat.get(r, col).unwrap();
                 let g = q.layout().group_of(r, col);
                 gmax[g] = gmax[g].max((v - h).abs());
-                sq += (f64::from(v) - f64::from(h)).powi(2);
+                sq[col % 8] += (f64::from(v) - f64::from(h)).powi(2);
                 bound += f64::from(q.scale_of(r, col)).powi(2) / 4.0;
             }
+            let sq = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
             prop_assert_eq!(a.rows[r].sq_err, sq);
             prop_assert_eq!(a.rows[r].bound, bound);
         }

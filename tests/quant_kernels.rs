@@ -227,15 +227,17 @@ fn check(x: &Matrix, c: &QuantConfig) -> Result<(), TestCaseError> {
     let mut gmax = vec![0f32; q.scales().len()];
     prop_assert_eq!(a.rows.len(), x.rows());
     for r in 0..x.rows() {
-        let (mut sq, mut bound) = (0f64, 0f64);
+        // The row's squared error in the lanes order (channel c to lane c % 8); its bound
+        // in channel order.
+        let (mut sq, mut bound) = ([0f64; 8], 0f64);
         for col in 0..x.cols() {
             let i = r * x.cols() + col;
             let g = q.layout().group_of(r, col);
             gmax[g] = gmax[g].max(want_err[i]);
-            sq += (f64::from(x.data()[i]) - f64::from(hat[i])).powi(2);
+            sq[col % 8] += (f64::from(x.data()[i]) - f64::from(hat[i])).powi(2);
             bound += f64::from(q.scale_of(r, col)).powi(2) / 4.0;
         }
-        prop_assert_eq!(a.rows[r].sq_err, sq, "row {} {:?}", r, c);
+        prop_assert_eq!(a.rows[r].sq_err, combine(&sq), "row {} {:?}", r, c);
         prop_assert_eq!(a.rows[r].bound, bound, "row {} {:?}", r, c);
     }
     for (g, m) in gmax.iter().enumerate() {
