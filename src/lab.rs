@@ -1077,8 +1077,12 @@ fn col_max_abs(x: &Matrix) -> Vec<f32> {
 }
 
 /// `0-3,17,480-511`: ascending indices as compact ranges.
+///
+/// Written into one string (no string per range: at W2 a selection has thousands of ranges,
+/// and this runs on every B or r change and for every policy of the comparison).
 pub fn compact_ranges(indices: &[usize]) -> String {
-    let mut out = String::new();
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(indices.len() * 4);
     let mut i = 0;
     while i < indices.len() {
         let start = indices[i];
@@ -1090,11 +1094,12 @@ pub fn compact_ranges(indices: &[usize]) -> String {
         if !out.is_empty() {
             out.push(',');
         }
-        if start == end {
-            out.push_str(&start.to_string());
+        // Writing to a String cannot fail.
+        let _ = if start == end {
+            write!(out, "{start}")
         } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
+            write!(out, "{start}-{end}")
+        };
         i += 1;
     }
     out
