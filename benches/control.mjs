@@ -15,17 +15,9 @@
 // (`body[data-busy]`, `body[data-stale]`); the first four changes are a warm-up.
 
 import { chromium } from 'playwright-core';
+import { option as opt, servedUrl, CHROMIUM } from './cli.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < args.length ? args[i + 1] : fallback;
-};
-const base = process.env.KVLAB_URL;
-if (!base) {
-  console.error('set KVLAB_URL to the served dist/, e.g. http://127.0.0.1:8123/');
-  process.exit(2);
-}
+const base = servedUrl();
 const control = opt('control', '#bits');
 const values = opt('values', '3,5,4,6').split(',');
 const n = Number(opt('n', '32'));
@@ -33,7 +25,7 @@ const query = opt('query', 'tokens=32768&steps=64&channels=128&budget=4096&recen
 const WARMUP = 4;
 
 const browser = await chromium.launch({
-  executablePath: process.env.KVLAB_CHROMIUM || '/usr/bin/chromium',
+  executablePath: CHROMIUM,
   args: ['--headless', '--no-sandbox'],
 });
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });

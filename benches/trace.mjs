@@ -14,24 +14,16 @@
 // try a style change without a rebuild, e.g. `--css '.panel { contain: none; }'`.
 
 import { chromium } from 'playwright-core';
+import { option as opt, servedUrl, CHROMIUM } from './cli.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 && i + 1 < args.length ? args[i + 1] : fallback;
-};
-const base = process.env.KVLAB_URL;
-if (!base) {
-  console.error('set KVLAB_URL to the served dist/, e.g. http://127.0.0.1:8123/');
-  process.exit(2);
-}
+const base = servedUrl();
 const control = opt('control', '#bits');
 const n = Number(opt('n', '10'));
 const query = opt('query', 'tokens=4096&steps=64&channels=128&budget=512&recent=64');
 const css = opt('css', null);
 
 const browser = await chromium.launch({
-  executablePath: process.env.KVLAB_CHROMIUM || '/usr/bin/chromium',
+  executablePath: CHROMIUM,
   args: ['--headless', '--no-sandbox', '--disable-gpu'],
 });
 const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });

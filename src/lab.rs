@@ -907,6 +907,11 @@ impl DataMemo {
         &mut self.extremes[tensor_slot(tensor)]
     }
 
+    /// The `sum x^2` slot of `tensor` (for [`crate::quant::analyze_memo`]).
+    fn sig_sq(&mut self, tensor: KvPick) -> &mut Option<f64> {
+        &mut self.sig_sq[tensor_slot(tensor)]
+    }
+
     /// The default channel of `x` (the tensor `tensor`): the largest `max |x|`, the lowest
     /// index on a tie.
     fn channel(&mut self, x: &Matrix, tensor: KvPick) -> usize {
@@ -964,7 +969,7 @@ fn quant_view(
         s.meta,
         spare.abs_err,
         spare.rows,
-        &mut memo.sig_sq[tensor_slot(s.tensor)],
+        memo.sig_sq(s.tensor),
     )
     .map_err(|e| LabError::Range {
         field: "file",
