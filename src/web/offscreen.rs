@@ -75,10 +75,32 @@ fn sharp(from: BackendCoord, to: BackendCoord) -> ((f64, f64), (f64, f64)) {
     (a, b)
 }
 
+/// A colour as the context's state compares it: rgb and the alpha's bits.
+type Rgba = ((u8, u8, u8), u64);
+
+fn rgba(color: BackendColor) -> Rgba {
+    (color.rgb, color.alpha.to_bits())
+}
+
+/// The context state this backend has set, so that a draw call setting what is already set
+/// skips the call (each one formats a string, passes it to JavaScript and has the canvas parse
+/// it: a chart's tick labels and bars mostly repeat one colour and one font). `None`: not known
+/// (at the start, and after a `restore()`).
+#[derive(Debug, Default)]
+struct State {
+    fill: Option<Rgba>,
+    stroke: Option<(Rgba, u32)>,
+    font: Option<String>,
+    baseline: Option<&'static str>,
+    align: Option<&'static str>,
+}
+
 /// Draws on an `OffscreenCanvas`'s 2d context.
 pub struct OffscreenBackend {
     canvas: OffscreenCanvas,
     ctx: OffscreenCanvasRenderingContext2d,
+    /// What this backend last set on `ctx` (nothing else draws on it while the backend lives).
+    state: std::cell::RefCell<State>,
 }
 
 impl OffscreenBackend {
@@ -87,12 +109,38 @@ impl OffscreenBackend {
         canvas: OffscreenCanvas,
         ctx: OffscreenCanvasRenderingContext2d,
     ) -> OffscreenBackend {
-        OffscreenBackend { canvas, ctx }
+        OffscreenBackend {
+            canvas,
+            ctx,
+            state: Default::default(),
+        }
     }
 
     fn line_style<S: BackendStyle>(&self, style: &S) {
-        self.ctx.set_stroke_style_str(&css(style.color()));
-        self.ctx.set_line_width(f64::from(style.stroke_width()));
+        let want = (rgba(style.color()), style.stroke_width());
+        let mut state = self.state.borrow_mut();
+        if state.stroke != Some(want) {
+            self.ctx.set_stroke_style_str(&css(style.color()));
+            self.ctx.set_line_width(f64::from(style.stroke_width()));
+            state.stroke = Some(want);
+        }
+    }
+
+    fn fill_style(&self, color: BackendColor) {
+        let mut state = self.state.borrow_mut();
+        if state.fill != Some(rgba(color)) {
+            self.ctx.set_fill_style_str(&css(color));
+            state.fill = Some(rgba(color));
+        }
+    }
+
+    fn font<S: BackendTextStyle>(&self, style: &S) {
+        let font = font_of(style);
+        let mut state = self.state.borrow_mut();
+        if state.font.as_deref() != Some(font.as_str()) {
+            self.ctx.set_font(&font);
+            state.font = Some(font);
+        }
     }
 }
 
@@ -115,7 +163,7 @@ impl DrawingBackend for OffscreenBackend {
         if color.alpha == 0.0 {
             return Ok(());
         }
-        self.ctx.set_fill_style_str(&css(color));
+        self.fill_style(color);
         self.ctx
             .fill_rect(f64::from(point.0), f64::from(point.1), 1.0, 1.0);
         Ok(())
@@ -153,7 +201,7 @@ impl DrawingBackend for OffscreenBackend {
         let w = f64::from(bottom_right.0 - upper_left.0);
         let h = f64::from(bottom_right.1 - upper_left.1);
         if fill {
-            self.ctx.set_fill_style_str(&css(style.color()));
+            self.fill_style(style.color());
             self.ctx.fill_rect(x, y, w, h);
         } else {
             self.line_style(style);
@@ -194,7 +242,7 @@ impl DrawingBackend for OffscreenBackend {
         let mut vert = vert.into_iter();
         self.ctx.begin_path();
         if let Some(start) = vert.next() {
-            self.ctx.set_fill_style_str(&css(style.color()));
+            self.fill_style(style.color());
             self.ctx.move_to(f64::from(start.0), f64::from(start.1));
             for p in vert {
                 self.ctx.line_to(f64::from(p.0), f64::from(p.1));
@@ -216,7 +264,7 @@ impl DrawingBackend for OffscreenBackend {
             return Ok(());
         }
         if fill {
-            self.ctx.set_fill_style_str(&css(style.color()));
+            self.fill_style(style.color());
         } else {
             self.line_style(style);
         }
@@ -262,21 +310,34 @@ impl DrawingBackend for OffscreenBackend {
             x = 0.0;
             y = 0.0;
         }
-        self.ctx.set_text_baseline(match style.anchor().v_pos {
+        let baseline = match style.anchor().v_pos {
             VPos::Top => "top",
             VPos::Center => "middle",
             VPos::Bottom => "bottom",
-        });
-        self.ctx.set_text_align(match style.anchor().h_pos {
+        };
+        let align = match style.anchor().h_pos {
             HPos::Left => "start",
             HPos::Right => "end",
             HPos::Center => "center",
-        });
-        self.ctx.set_fill_style_str(&css(color));
-        self.ctx.set_font(&font_of(style));
+        };
+        {
+            let mut state = self.state.borrow_mut();
+            if state.baseline != Some(baseline) {
+                self.ctx.set_text_baseline(baseline);
+                state.baseline = Some(baseline);
+            }
+            if state.align != Some(align) {
+                self.ctx.set_text_align(align);
+                state.align = Some(align);
+            }
+        }
+        self.fill_style(color);
+        self.font(style);
         self.ctx.fill_text(text, x, y).map_err(cast)?;
         if degrees != 0.0 {
             self.ctx.restore();
+            // restore() puts back the state of save(): forget what was set since.
+            *self.state.borrow_mut() = State::default();
         }
         Ok(())
     }
@@ -286,7 +347,7 @@ impl DrawingBackend for OffscreenBackend {
         text: &str,
         style: &S,
     ) -> Result<(u32, u32), Err> {
-        self.ctx.set_font(&font_of(style));
+        self.font(style);
         let width = self
             .ctx
             .measure_text(text)
