@@ -1282,36 +1282,36 @@ impl Lanes {
     /// Adds `v` to `self` and `v^2` to `sq`, element `c` to lane `c % 8`.
     #[inline]
     fn add_sq(&mut self, sq: &mut Lanes, v: &[f64]) {
-        let mut chunks = v.chunks_exact(LANES);
-        for c in &mut chunks {
-            for ((a, s), &e) in self.0.iter_mut().zip(sq.0.iter_mut()).zip(c) {
-                *a += e;
-                *s += e * e;
-            }
-        }
-        let rest = chunks.remainder();
-        for ((a, s), &e) in self.0.iter_mut().zip(sq.0.iter_mut()).zip(rest) {
-            *a += e;
-            *s += e * e;
-        }
+        let mut unused = Lanes::ZERO;
+        self.add_sq_to::<false>(sq, &mut unused, v);
     }
 
     /// [`Lanes::add_sq`], also adding `v^2` to `row`.
     #[inline]
     fn add_sq_row(&mut self, sq: &mut Lanes, row: &mut Lanes, v: &[f64]) {
+        self.add_sq_to::<true>(sq, row, v);
+    }
+
+    /// [`Lanes::add_sq`]; with `ROW`, also `v^2` to `row` (without, `row` is left alone).
+    #[inline]
+    fn add_sq_to<const ROW: bool>(&mut self, sq: &mut Lanes, row: &mut Lanes, v: &[f64]) {
         let mut chunks = v.chunks_exact(LANES);
         for c in &mut chunks {
             for (((a, s), r), &e) in self.0.iter_mut().zip(&mut sq.0).zip(&mut row.0).zip(c) {
                 *a += e;
                 *s += e * e;
-                *r += e * e;
+                if ROW {
+                    *r += e * e;
+                }
             }
         }
         let rest = chunks.remainder();
         for (((a, s), r), &e) in self.0.iter_mut().zip(&mut sq.0).zip(&mut row.0).zip(rest) {
             *a += e;
             *s += e * e;
-            *r += e * e;
+            if ROW {
+                *r += e * e;
+            }
         }
     }
 
