@@ -1,6 +1,7 @@
 // The engine's cost of one control: changes one control N times in headless Chromium and prints
 // p50/p95 of the page's `kvlab:compute` (the wasm update) and `kvlab:update` (the round trip,
-// the reply written) per change. Quicker than page.mjs when comparing two builds on one control,
+// the reply written) per change, and `kvlab:later` (the catch-up's `kvlab:later:compute`: the
+// comparison deferred while its section is off screen; 0 when nothing was deferred). Quicker than page.mjs when comparing two builds on one control,
 // e.g. the same command on two served folders, alternating. It prints measurements only; it does
 // not check targets.
 //
@@ -35,7 +36,7 @@ await page.evaluate((sel) => document.querySelector(sel).scrollIntoView({ block:
 await page.locator('body:not([data-busy]):not([data-stale])').waitFor({ timeout: 60_000 });
 await page.waitForTimeout(300);
 
-const out = { compute: [], update: [] };
+const out = { compute: [], update: [], later: [] };
 for (let i = 0; i < n + WARMUP; i++) {
   const r = await page.evaluate(async ([sel, value]) => {
     performance.clearMeasures();
@@ -51,7 +52,9 @@ for (let i = 0; i < n + WARMUP; i++) {
     });
     const first = (name) => performance.getEntriesByName(name)[0]?.duration ?? NaN;
     const error = [...document.querySelectorAll('.control .error')].find((e) => !e.hidden)?.textContent;
-    return { compute: first('kvlab:compute'), update: first('kvlab:update'), error };
+    // The catch-up's deferred comparison (when its section is off screen), if any.
+    const later = performance.getEntriesByName('kvlab:later:compute').reduce((t, e) => t + e.duration, 0);
+    return { compute: first('kvlab:compute'), update: first('kvlab:update'), later, error };
   }, [control, values[i % values.length]]);
   if (r.error) {
     console.error(`the page refused ${control} = ${values[i % values.length]}: ${r.error}`);
@@ -60,6 +63,7 @@ for (let i = 0; i < n + WARMUP; i++) {
   if (i >= WARMUP) {
     out.compute.push(r.compute);
     out.update.push(r.update);
+    out.later.push(r.later);
   }
 }
 await browser.close();

@@ -249,8 +249,6 @@ pub struct TogetherFigures {
 pub struct PolicyRow {
     /// Policy tag (`h2o-sum`, `h2o-mean`, `snapkv`, `streaming-llm`, `tova`, `random`, `oracle`).
     pub policy: &'static str,
-    /// Kept set as compact ranges.
-    pub kept_ranges: String,
     /// Quality on the evaluation rows, or the reason it could not be computed.
     pub quality: Option<QualityReport>,
     /// Why the policy could not run here (e.g. the oracle with no future rows).
@@ -762,9 +760,6 @@ fn compare_view(
         };
         rows.push(PolicyRow {
             policy: p.name(),
-            kept_ranges: sel
-                .as_ref()
-                .map_or_else(String::new, |x| compact_ranges(&x.kept)),
             quality,
             error,
         });
@@ -1909,19 +1904,40 @@ impl Lab {
         Ok(&self.figures)
     }
 
-    /// Kept and dropped indices and the ratio breakdown as JSON.
+    /// Kept and dropped indices, each compared policy's kept set (as compact ranges, empty where
+    /// the policy cannot select here) and the ratio breakdown as JSON.
     pub fn export_json(&self) -> String {
+        #[derive(Serialize)]
+        struct PolicyKept {
+            policy: &'static str,
+            kept_ranges: String,
+        }
         #[derive(Serialize)]
         struct Export<'a> {
             settings_query: String,
             kept: &'a [usize],
             dropped: &'a [usize],
+            policies: Vec<PolicyKept>,
             figures: &'a Figures,
         }
+        // (Kept here, not in the figures: the page never reads them, and at long contexts they
+        // were tens of kB of text per policy on every update.)
+        let policies = self
+            .compare
+            .selections
+            .iter()
+            .map(|(p, sel)| PolicyKept {
+                policy: p.name(),
+                kept_ranges: sel
+                    .as_ref()
+                    .map_or_else(String::new, |x| compact_ranges(&x.kept)),
+            })
+            .collect();
         serde_json::to_string_pretty(&Export {
             settings_query: self.settings.to_query(),
             kept: &self.select.selection.kept,
             dropped: &self.select.selection.dropped,
+            policies,
             figures: &self.figures,
         })
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
@@ -2695,5 +2711,20 @@ mod tests {
         assert_eq!(csv.lines().filter(|l| l.contains(",1,")).count(), 16);
         let json = lab.export_json();
         assert!(json.contains("\"kept\""));
+        // Each compared policy's kept set, as the comparison selected it.
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let policies = v["policies"].as_array().unwrap();
+        assert_eq!(policies.len(), lab.compare().selections.len());
+        assert!(policies.len() >= 2);
+        for (row, (p, sel)) in policies.iter().zip(&lab.compare().selections) {
+            assert_eq!(row["policy"], p.name());
+            let want = sel
+                .as_ref()
+                .map_or_else(String::new, |x| compact_ranges(&x.kept));
+            assert_eq!(row["kept_ranges"], want.as_str());
+        }
+        assert!(policies
+            .iter()
+            .any(|r| !r["kept_ranges"].as_str().unwrap().is_empty()));
     }
 }
