@@ -1,9 +1,9 @@
 // The engine's cost of one control: changes one control N times in headless Chromium and prints
 // p50/p95 of the page's `kvlab:compute` (the wasm update) and `kvlab:update` (the round trip,
 // the reply written) per change, and `kvlab:later` (the catch-up's `kvlab:later:compute`: the
-// comparison deferred while its section is off screen; 0 when nothing was deferred). Quicker than page.mjs when comparing two builds on one control,
-// e.g. the same command on two served folders, alternating. It prints measurements only; it does
-// not check targets.
+// comparison deferred while its section is off screen; 0 when nothing was deferred). Quicker
+// than page.mjs when comparing two builds on one control, e.g. the same command on two served
+// folders, alternating. It prints measurements only; it does not check targets.
 //
 //   cargo xtask dist
 //   python3 -m http.server 8123 --bind 127.0.0.1 --directory dist &
