@@ -254,6 +254,14 @@ test('an export made while the comparison waits for the catch-up holds the compa
   const again = JSON.parse(await downloadedText(freshDownload));
   assert.deepEqual(exported.figures.compare, again.figures.compare);
   assert.ok(exported.figures.compare.rows.length > 0);
+  // Each compared policy's kept set, in the table's order, at the B asked for.
+  assert.deepEqual(exported.policies.map((p) => p.policy), exported.figures.compare.rows.map((r) => r.policy));
+  assert.deepEqual(exported.policies, again.policies);
+  const count = (ranges) => (ranges ? ranges.split(',') : []).reduce((n, r) => {
+    const [a, b = a] = r.split('-').map(Number);
+    return n + b - a + 1;
+  }, 0);
+  assert.ok(exported.policies.some((p) => count(p.kept_ranges) === 30), JSON.stringify(exported.policies));
   assert.deepEqual([...problems, ...fresh.problems], []);
   await page.close();
   await fresh.page.close();
