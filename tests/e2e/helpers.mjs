@@ -109,6 +109,14 @@ export async function figureText(page, name) {
   return page.locator(`[data-figure="${name}"]`).first().getAttribute('data-value');
 }
 
+/** The indices of compact ranges such as `0-3,17,480-511` (the page's kept sets); [] for ''. */
+export function expandRanges(text) {
+  return (text ? text.split(',') : []).flatMap((r) => {
+    const [a, b = a] = r.split('-').map(Number);
+    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  });
+}
+
 /** Sets a range or number input the way a person would (select all, type, Enter). */
 export async function setNumber(page, label, value) {
   const input = page.getByLabel(label, { exact: true });

@@ -3,7 +3,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, open, urlWith, figure, canvasHash, settle, npy } from './helpers.mjs';
+import { launch, open, urlWith, figure, canvasHash, settle, npy, expandRanges } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -105,10 +105,7 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   assert.equal(await figure(page, 'kept-count'), 20);
   // the heavy hitter (token 5) is kept
   const ranges = await page.locator('[data-figure="kept-indices"]').getAttribute('data-value');
-  const kept = ranges.split(',').flatMap((r) => {
-    const [a, b = a] = r.split('-').map(Number);
-    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
-  });
+  const kept = expandRanges(ranges);
   assert.ok(kept.includes(5), `heavy hitter 5 kept: ${ranges}`);
   assert.notEqual(await canvasHash(page, 'attn'), before, 'the attention heatmap shows the upload');
   assert.equal(await page.getByLabel('Budget B', { exact: true }).getAttribute('max'), String(T));
