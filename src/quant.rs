@@ -1368,9 +1368,8 @@ struct ErrorPass {
     sum_sq: f64,
     /// `sum x^2`, in the [`Lanes`] order.
     sig_sq: f64,
-    /// Per group: `max |x - x_hat|` computed in `f32` (only filled by the full pass).
-    group_max32: Vec<f32>,
-    /// Per group: `max |x - x_hat|` computed in `f64`.
+    /// Per group: `max |x - x_hat|` computed in `f64` (exactly; as `f32`, it is the maximum of
+    /// the errors computed in `f32`: see [`f32_error_of`]).
     group_max64: Vec<f64>,
 }
 
@@ -1442,15 +1441,30 @@ fn run_bounds(q: &Quantized, r0: usize, n: usize, run: usize) -> ([f64; LANES], 
     (acc, lim)
 }
 
+/// `|x - x_hat|` computed in `f32`, from the same error computed in `f64`
+/// (`|f64(x) - f64(x_hat)|`) for `f32` values `x`, `x_hat`: rounding the f64 difference to f32
+/// gives the correctly rounded f32 difference, because f64 carries more than twice f32's 24
+/// significand bits plus two (53 >= 2 * 24 + 2), which makes the double rounding of a sum or
+/// difference innocuous (S. A. Figueroa, "When is double rounding innocuous?", 1995). Rounding
+/// is monotone, so the f32 maximum of a group is the f64 maximum rounded. The pass keeps one
+/// error per element, in f64, and derives the f32 values from it.
+#[inline]
+fn f32_error_of(e64: f64) -> f32 {
+    e64 as f32
+}
+
 /// One row-major pass over `x` (shape already checked against `q`): the sums of the error
 /// statistics ([`Lanes`] order) and the per-group maximum errors; with `FULL`, also
 /// `|x - x_hat|` appended to `abs_err` and each row's squared error and bound to `rows`.
 ///
-/// Per row: `x_hat` (as [`Quantized::dequantize`]), then one layout-independent loop for the
-/// errors and the sums, then the maxima (per column over a block of rows for column layouts,
-/// per run for per-token). A row's squared error is summed in the [`Lanes`] order within the
-/// row (element `c` to lane `c % 8`), in the same loop as the tensor's sums. `sig_sq_known`:
-/// `sum x^2`, when the caller has it (the loop for it is skipped).
+/// Per row: the errors `|x - x_hat|` in f64 (`x_hat` as [`Quantized::dequantize`]; for column
+/// layouts with f32 zero points, computed in the same loop as the errors and the running
+/// maxima), then one layout-independent loop for the sums, then the other maxima (per column
+/// over a block of rows for the other column layouts, per run for per-token). A row's squared
+/// error is summed in the [`Lanes`] order within the row (element `c` to lane `c % 8`), in the
+/// same loop as the tensor's sums. The f32 errors and maxima are the f64 ones rounded
+/// ([`f32_error_of`]). `sig_sq_known`: `sum x^2`, when the caller has it (the loop for it is
+/// skipped).
 fn error_pass<const FULL: bool>(
     x: View<'_>,
     q: &Quantized,
@@ -1460,30 +1474,16 @@ fn error_pass<const FULL: bool>(
 ) -> ErrorPass {
     let cols = x.cols();
     let n_groups = q.scales.len();
-    let mut group_max32 = vec![0f32; if FULL { n_groups } else { 0 }];
     let mut group_max64 = vec![0f64; n_groups];
     let shape = q.layout.shape();
     let columns = matches!(shape, Shape::Columns { .. });
     let mut d = Dequant::new(q);
     // Column layouts: the running maxima of the current block, per column.
-    let mut max32_c = vec![0f32; if FULL && columns { cols } else { 0 }];
     let mut max64_c = vec![0f64; if columns { cols } else { 0 }];
-    let flush = |block: usize,
-                 max32_c: &mut [f32],
-                 max64_c: &mut [f64],
-                 group_max32: &mut [f32],
-                 group_max64: &mut [f64]| {
+    let flush = |block: usize, max64_c: &mut [f64], group_max64: &mut [f64]| {
         for (c, m) in max64_c.iter_mut().enumerate() {
             if let Some(x) = group_max64.get_mut(q.layout.column_group(block, c)) {
                 *x = x.max(*m);
-            }
-            *m = 0.0;
-        }
-        for (c, m) in max32_c.iter_mut().enumerate() {
-            if let Some(x) = group_max32.get_mut(q.layout.column_group(block, c)) {
-                if *m > *x {
-                    *x = *m;
-                }
             }
             *m = 0.0;
         }
@@ -1507,13 +1507,7 @@ fn error_pass<const FULL: bool>(
         let prev_block = d.block;
         if d.load(r) {
             if prev_block != usize::MAX {
-                flush(
-                    prev_block,
-                    &mut max32_c,
-                    &mut max64_c,
-                    &mut group_max32,
-                    &mut group_max64,
-                );
+                flush(prev_block, &mut max64_c, &mut group_max64);
             }
             if FULL {
                 (block_bound, block_limit) = (0.0, 0.0);
@@ -1538,7 +1532,7 @@ fn error_pass<const FULL: bool>(
         }
         // Column layouts (the common case): x_hat, |x - x_hat| and the running maxima in one
         // loop over the row (x_hat as in `Dequant::row`); otherwise x_hat first.
-        let fused = !FULL && columns && d.f32_zero_points;
+        let fused = columns && d.f32_zero_points;
         if fused {
             let params = d.scale32.iter().zip(&d.zero_point32);
             let out = err.iter_mut().zip(max64_c.iter_mut());
@@ -1565,26 +1559,21 @@ fn error_pass<const FULL: bool>(
         if sig_sq_known.is_none() {
             sig_sq.add_sq_f32(row);
         }
-        // FULL: |x - x_hat| in f32, written straight into `abs_err` (this row's part is
-        // `err32`).
-        let start = abs_err.len();
+        // FULL: |x - x_hat| in f32, written straight into `abs_err`: the f64 error rounded to
+        // f32 is the error computed in f32 (`f32_error_of`).
         if FULL {
-            abs_err.extend(row.iter().zip(&hat).map(|(&v, &h)| (v - h).abs()));
+            abs_err.extend(err.iter().map(|&e| f32_error_of(e)));
             rows.push(RowError {
                 sq_err: row_sq.total(),
                 bound: bound8[slot],
                 limit: limit8[slot],
             });
         }
-        let err32: &[f32] = abs_err.get(start..).unwrap_or_default();
         // The maxima.
         match shape {
             Shape::Columns { .. } if fused => {}
             Shape::Columns { .. } => {
                 for (m, &e) in max64_c.iter_mut().zip(&err) {
-                    *m = if e > *m { e } else { *m };
-                }
-                for (m, &e) in max32_c.iter_mut().zip(err32) {
                     *m = if e > *m { e } else { *m };
                 }
             }
@@ -1595,30 +1584,16 @@ fn error_pass<const FULL: bool>(
                         *m = max_lanes(e);
                     }
                 }
-                if FULL {
-                    for (k, e) in err32.chunks(run).enumerate() {
-                        if let Some(m) = group_max32.get_mut(base + k) {
-                            *m = max_lanes(e);
-                        }
-                    }
-                }
             }
         }
     }
     if d.block != usize::MAX {
-        flush(
-            d.block,
-            &mut max32_c,
-            &mut max64_c,
-            &mut group_max32,
-            &mut group_max64,
-        );
+        flush(d.block, &mut max64_c, &mut group_max64);
     }
     ErrorPass {
         sum_abs: sum_abs.total(),
         sum_sq: sum_sq.total(),
         sig_sq: sig_sq_known.unwrap_or_else(|| sig_sq.total()),
-        group_max32,
         group_max64,
     }
 }
@@ -1684,12 +1659,12 @@ pub(crate) fn analyze_memo(
     *sig_sq = Some(pass.sig_sq);
     let stats = pass.stats(x, q, source_bytes, meta);
     let groups = pass
-        .group_max32
+        .group_max64
         .iter()
         .zip(&q.scales)
         .enumerate()
-        .map(|(g, (&max_abs, &s))| GroupError {
-            max_abs,
+        .map(|(g, (&max64, &s))| GroupError {
+            max_abs: f32_error_of(max64),
             bound: s / 2.0,
             limit: f64::from(s) / 2.0 + q.allowance_of(g),
         })
@@ -2041,6 +2016,61 @@ mod tests {
         assert_eq!(g[0], -1.0);
         assert_eq!(g[6], 1.0);
         assert!(q.grid(5).is_empty());
+    }
+
+    #[test]
+    fn the_f64_error_rounded_to_f32_is_the_f32_error() {
+        // Random finite f32 pairs over the whole range (any exponent gap, subnormals, both
+        // signs), values near one another, and the edges: the derived error must be bit for
+        // bit the error computed in f32.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let finite = |b: u32| {
+            let v = f32::from_bits(b);
+            if v.is_finite() {
+                v
+            } else {
+                f32::MAX
+            }
+        };
+        let check = |v: f32, h: f32| {
+            let derived = f32_error_of((f64::from(v) - f64::from(h)).abs());
+            let direct = (v - h).abs();
+            assert_eq!(derived.to_bits(), direct.to_bits(), "{v:e} - {h:e}");
+        };
+        for _ in 0..1_000_000 {
+            let r = next();
+            let (v, h) = (finite(r as u32), finite((r >> 32) as u32));
+            check(v, h);
+            // A neighbour a few ulps away (what x and x_hat usually are).
+            let near = finite(v.to_bits().wrapping_add((r >> 40) as u32 & 0xffff));
+            check(v, near);
+        }
+        let edges = [
+            0.0,
+            -0.0,
+            f32::MIN_POSITIVE,
+            1e-45,
+            -1e-45,
+            f32::EPSILON,
+            1.0,
+            -1.0,
+            1.0 + f32::EPSILON,
+            f32::MAX,
+            f32::MIN,
+            3.4e38,
+            16_777_217.0,
+        ];
+        for &v in &edges {
+            for &h in &edges {
+                check(v, h);
+            }
+        }
     }
 
     #[test]
