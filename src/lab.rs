@@ -20,8 +20,7 @@ use crate::policy::{
     self, Evaluator, Policy, PolicyError, PolicyScores, QualityReport, SelectionScope, SweepCurve,
 };
 use crate::quant::{
-    error_stats, quantize, ErrorStats, Granularity, GroupError, QuantConfig, QuantError, Quantized,
-    RowError,
+    quantize, ErrorStats, Granularity, GroupError, QuantConfig, QuantError, Quantized, RowError,
 };
 use crate::select::{
     heavy_plus_recent, observation_scores, streaming_llm, Pooling, Role, SelectError, Selection,
@@ -1038,7 +1037,9 @@ fn quant_view(
             Some(rmse) => rmse,
             None => {
                 let q = crate::quant::quantize_memo(x, &cfg, Vec::new(), memo.extremes(s.tensor))?;
-                let rmse = error_stats(x, &q).rmse;
+                // (q is x quantized: the shapes agree.)
+                let rmse = crate::quant::error_stats_memo(x, &q, memo.sig_sq(s.tensor))
+                    .map_or(f64::NAN, |st| st.rmse);
                 memo.put(cfg, s.tensor, rmse);
                 rmse
             }
