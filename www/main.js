@@ -769,14 +769,8 @@ async function flush() {
     app.inFlight = false;
     app.sent = null;
     app.lateCommit = false;
-    // Changes made meanwhile (a slider being dragged) go at once: the engine computes the next
-    // view while this thread renders this one.
-    if (app.pending.size && !app.frame) {
-      app.frame = -1;
-      queueMicrotask(() => {
-        if (app.frame === -1) flush();
-      });
-    }
+    // Changes made meanwhile (a slider being dragged): one request per frame.
+    if (app.pending.size && !app.frame) app.frame = window.requestAnimationFrame(flush);
     markBusy();
   }
 }
@@ -812,7 +806,7 @@ function schedule(control, commit) {
   if (key === 'model') document.body.dataset.model = control.value === 'custom' ? 'custom' : 'preset';
   // An idle engine gets the change at once: after this task's other events (a select's input
   // and change come together), without waiting for the next frame. While the engine is busy
-  // the change waits; flush() sends everything pending, as one request, when it replies.
+  // the change waits; flush() sends everything pending, one request per frame, when it replies.
   if (!app.frame && !app.inFlight) {
     app.frame = -1;
     queueMicrotask(() => {
