@@ -2038,13 +2038,8 @@ mod tests {
         // Random finite f32 pairs over the whole range (any exponent gap, subnormals, both
         // signs), values near one another, and the edges: the derived error must be bit for
         // bit the error computed in f32.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut state = 7u64;
+        let mut next = move || crate::policy::splitmix64(&mut state);
         let finite = |b: u32| {
             let v = f32::from_bits(b);
             if v.is_finite() {
