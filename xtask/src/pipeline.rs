@@ -12,6 +12,9 @@
 //! 7. browser tests: `node --test tests/e2e/` against `dist/` served on a free port under a
 //!    sub-path, with the URL in `KVLAB_URL`
 //!
+//! Before the steps, and again after a failed run, it prints the free disk space where the run
+//! writes, with a warning when it is less than a run from a clean clone needs.
+//!
 //! A failing step does not hide the others: the independent ones still run, a step whose
 //! prerequisite failed is reported as failed (never silently skipped), and the run ends with
 //! one line `N passed, M failed`, where N and M add up the cargo and node test counts and every
@@ -103,6 +106,7 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
         steps: Vec::new(),
         started: Instant::now(),
     };
+    disk_report(ws);
 
     run.step("format check: cargo fmt --all -- --check", || {
         plain(ws.cargo().args(["fmt", "--all", "--", "--check"]))
@@ -190,7 +194,60 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
         (_, _, None) => run.blocked(BROWSER, "installing node packages"),
     }
 
-    Ok(summary(&run))
+    let code = summary(&run);
+    if code != ExitCode::SUCCESS {
+        // A disk that filled up during the run explains many failures at once.
+        disk_report(ws);
+    }
+    Ok(code)
+}
+
+/// What a run from a clean clone writes, with room to spare: `target/` (debug, wasm and doc
+/// builds) and `node_modules/` came to 2.8 GB on 2026-11-30.
+const RUN_WRITES_BYTES: u64 = 4 << 30;
+
+/// Prints the free space where the run writes (the target folder, or the nearest existing
+/// folder above it), with a warning when it is less than a run needs: a full disk makes
+/// cargo and npm fail midway with `No space left on device`. Reads `df -Pk`; where that is
+/// unavailable, says so.
+fn disk_report(ws: &Workspace) {
+    let target = ws.target();
+    let dir = target
+        .ancestors()
+        .find(|p| p.is_dir())
+        .unwrap_or(&ws.root)
+        .to_path_buf();
+    let free = Command::new("df")
+        .arg("-Pk")
+        .arg(&dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| parse_df_available(&String::from_utf8_lossy(&o.stdout)));
+    let Some(free) = free else {
+        println!(
+            "disk: free space under {} unknown (`df -Pk` gave no answer)",
+            dir.display()
+        );
+        return;
+    };
+    let gb = |b: u64| b as f64 / f64::from(1u32 << 30);
+    println!("disk: {:.1} GB free under {}", gb(free), dir.display());
+    if free < RUN_WRITES_BYTES {
+        println!(
+            "WARNING: a run from a clean clone writes about 3 GB (target/, node_modules/); \
+             with {:.1} GB free, builds may fail with `No space left on device`",
+            gb(free)
+        );
+    }
+}
+
+/// Available bytes from `df -Pk`'s output: the fourth field (1024-byte blocks) of its second
+/// line.
+pub fn parse_df_available(out: &str) -> Option<u64> {
+    let line = out.lines().nth(1)?;
+    let kib: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The performance issue's size targets on `dist/`, one test each (sizes are deterministic, so
@@ -529,6 +586,19 @@ mod tests {
         );
         assert_eq!(parse_cargo_result("running 3 tests"), None);
         assert_eq!(parse_cargo_result("test foo ... ok"), None);
+    }
+
+    #[test]
+    fn df_available_bytes() {
+        let out = "Filesystem     1024-blocks      Used Available Capacity Mounted on\n\
+                   /dev/vda        263174212  94371840   1363148      99% /\n";
+        assert_eq!(parse_df_available(out), Some(1_363_148 * 1024));
+        assert_eq!(
+            parse_df_available("Filesystem 1024-blocks Used Available\n"),
+            None
+        );
+        assert_eq!(parse_df_available("header\n/dev/x 10 5 lots 50% /\n"), None);
+        assert_eq!(parse_df_available(""), None);
     }
 
     #[test]
