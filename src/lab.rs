@@ -110,8 +110,25 @@ pub struct DataFigures {
     pub channels: usize,
     /// True when generated from the settings (and so reproducible from the URL).
     pub generated: bool,
-    /// A one-line description (generator settings or file shapes).
+    /// A one-line description (generator settings or file shapes), in English.
     pub description: String,
+    /// The generator's settings when the data is generated (`None` for uploaded data): what
+    /// `description` says, as fields, so the page can say it in its own language.
+    pub generator: Option<GeneratorFigures>,
+}
+
+/// The settings generated data was made with (see [`DataFigures::generator`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GeneratorFigures {
+    /// The attention pattern's name ([`synth::AttentionPreset::name`]).
+    pub pattern: &'static str,
+    /// The seed.
+    pub seed: u64,
+    /// Key outlier channels (at most `d`).
+    pub outlier_channels: usize,
+    /// Skewed channels (at most `d`).
+    pub skewed_channels: usize,
 }
 
 /// The quantization section's numbers.
@@ -2003,6 +2020,12 @@ fn data_figures(d: &Data) -> DataFigures {
         channels: d.keys.cols(),
         generated: d.generated.is_some(),
         description: d.description.clone(),
+        generator: d.generated.as_ref().map(|k| GeneratorFigures {
+            pattern: k.pattern.name(),
+            seed: k.seed,
+            outlier_channels: k.outliers.min(k.channels),
+            skewed_channels: k.skewed.min(k.channels),
+        }),
     }
 }
 
@@ -2108,6 +2131,36 @@ mod tests {
     }
 
     #[test]
+    fn generated_data_figures_hold_the_generator_settings_the_description_states() {
+        let mut s = small();
+        s.pattern = crate::synth::AttentionPreset::Needle;
+        s.seed = 9_007_199_254_740_992; // 2^53, the largest seed
+        s.outliers = s.channels + 3; // more than d: the generator uses d
+        s.skewed = 2;
+        let lab = Lab::new(s.clone()).expect("lab");
+        let d = &lab.figures().data;
+        let g = d
+            .generator
+            .as_ref()
+            .expect("generated data has its generator");
+        assert_eq!(
+            g,
+            &GeneratorFigures {
+                pattern: "needle",
+                seed: 9_007_199_254_740_992,
+                outlier_channels: s.channels,
+                skewed_channels: 2,
+            }
+        );
+        let want = format!(
+            "generated: needle attention S={} x T={}, K and V T={} x d={} ({} outlier channels, \
+             2 skewed), seed 9007199254740992",
+            s.steps, s.tokens, s.tokens, s.channels, s.channels
+        );
+        assert_eq!(d.description, want);
+    }
+
+    #[test]
     fn the_page_path_chosen_elsewhere_equals_use_uploaded() {
         // The page chooses in its upload module and hands the matrices to use_chosen; natively
         // use_uploaded does both: the two must give the same view.
@@ -2136,6 +2189,7 @@ mod tests {
             ..UploadChoice::default()
         };
         let mut native = Lab::new(small()).expect("lab");
+        assert!(native.figures().data.generator.is_some());
         native.load_file("a.csv", &attn).expect("a");
         native.load_file("k.csv", &keys).expect("k");
         let used = native.use_uploaded(&choice).expect("use_uploaded");
@@ -2146,6 +2200,8 @@ mod tests {
         let mut page = Lab::new(small()).expect("lab");
         let chosen = page.use_chosen(uploads.choose(&choice).expect("choose"));
         assert_eq!(chosen.expect("use_chosen"), used);
+        // Uploaded data has no generator settings to describe.
+        assert_eq!(native.figures().data.generator, None);
         assert_eq!(page.settings(), native.settings());
         assert_eq!(page.figures(), native.figures());
         assert_eq!(page.data().keys, native.data().keys);

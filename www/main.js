@@ -244,7 +244,7 @@ function writeFigures(f) {
   figure('gib-final', b.modelGibFinal, `${b.modelGibFinal.toFixed(3)} GiB`);
   figure('gib-fp', b.modelGibFp, `${b.modelGibFp.toFixed(3)} GiB`);
   figure('r-overall', f.together.rOverall, fmt.ratio(f.together.rOverall));
-  figure('data-description', f.data.description, f.data.description);
+  figure('data-description', f.data.description, describeData(f.data));
 
   writeLevers(f.together);
   // (A staged first view: the comparison and KIVI follow; a deferred comparison keeps the
@@ -642,6 +642,26 @@ const onScreen = new IntersectionObserver((entries) => {
     scheduleCatchUp(0);
   }
 });
+
+/**
+ * The data's one-line description in the page's language: generated data from its generator's
+ * settings (the engine's `description` says the same in English), uploads as the engine
+ * describes them (file names and shapes).
+ */
+function describeData(d) {
+  const g = d.generator;
+  if (!g) return d.description;
+  const fields = {
+    pattern: t(app.lang, `pattern.short.${g.pattern}`),
+    S: d.steps,
+    T: d.tokens,
+    d: d.channels,
+    outliers: g.outlierChannels,
+    skewed: g.skewedChannels,
+    seed: g.seed,
+  };
+  return t(app.lang, 'data.description.generated').replace(/\{(\w+)\}/g, (m, k) => String(fields[k] ?? m));
+}
 
 /** Writes figures and formulas of `sections` (the engine has drawn their charts). */
 function render(figures, sections) {

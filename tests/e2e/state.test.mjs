@@ -115,11 +115,19 @@ test('garbage in the URL is repaired with a message, and the page works', async 
 });
 
 test('language switch: 中文 and back, remembered across reloads', async () => {
-  const { page, problems } = await open(browser.context, urlWith(''));
+  const { page, problems } = await open(browser.context, urlWith('seed=12345&outliers=3'));
   assert.equal(await page.locator('#quant-title').textContent(), '2. Make each token cheaper: quantization');
+  // The data's description: in English, the page's words are the engine's own line.
+  const description = page.locator('[data-figure="data-description"]');
+  const engineLine = await figureText(page, 'data-description');
+  assert.match(engineLine, /^generated: heavy-hitters attention S=\d+ x T=\d+, .*\(3 outlier channels, 0 skewed\), seed 12345$/);
+  assert.equal(await description.textContent(), engineLine);
   await page.getByRole('button', { name: 'Switch language' }).click();
   await settle(page);
   assert.match(await page.locator('#quant-title').textContent(), /量化/);
+  const zh = await description.textContent();
+  assert.match(zh, /^生成数据：重击点注意力 S=\d+ × T=\d+，.*（3 个离群通道，0 个偏斜通道），种子 12345$/);
+  assert.doesNotMatch(zh, /generated|outlier|seed/);
   assert.equal(await page.locator('html').getAttribute('lang'), 'zh-CN');
   assert.match(page.url(), /lang=zh/);
   await page.goto(urlWith(''));
@@ -128,6 +136,7 @@ test('language switch: 中文 and back, remembered across reloads', async () => 
   await page.getByRole('button', { name: '切换语言' }).click();
   await settle(page);
   assert.equal(await page.locator('html').getAttribute('lang'), 'en');
+  assert.equal(await description.textContent(), await figureText(page, 'data-description'));
   assert.deepEqual(problems, []);
   await page.close();
 });

@@ -1,0 +1,46 @@
+// The page's two languages, checked on the sources (no browser): both tables hold the same keys
+// with the same `{placeholders}`, neither repeats a key (a repeated key in an object literal
+// silently replaces the first: one did, and the "Back to generated data" button showed a data
+// description's template), and every key the HTML and the scripts name exists.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { TEXT } from '../../www/i18n.js';
+
+const www = (name) => readFileSync(new URL(`../../www/${name}`, import.meta.url), 'utf8');
+const placeholders = (s) => [...s.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+
+test('English and Chinese hold the same keys, with the same placeholders', () => {
+  assert.deepEqual(Object.keys(TEXT.zh).sort(), Object.keys(TEXT.en).sort());
+  for (const [key, en] of Object.entries(TEXT.en)) {
+    assert.deepEqual(placeholders(TEXT.zh[key]), placeholders(en), `placeholders of ${key}`);
+  }
+});
+
+test('no language table names a key twice', () => {
+  const source = www('i18n.js');
+  const [en, zh] = source.split(/\n {2}zh: \{/);
+  assert.ok(zh, 'i18n.js has its zh table where this test looks for it');
+  for (const [lang, block] of [['en', en], ['zh', zh]]) {
+    const keys = [...block.matchAll(/^ {4}'([^']+)':/gm)].map((m) => m[1]);
+    assert.equal(keys.length, Object.keys(TEXT[lang]).length, `${lang}: every key parsed`);
+    const seen = new Set();
+    assert.deepEqual(keys.filter((k) => seen.has(k) || !seen.add(k)), [], `${lang}: repeated keys`);
+  }
+});
+
+test('every key the page names exists', () => {
+  const html = www('index.html');
+  const inHtml = [...html.matchAll(/data-i18n(?:-label)?="([^"]+)"/g)].map((m) => m[1]);
+  assert.ok(inHtml.length > 100, `the HTML's keys found (${inHtml.length})`);
+  assert.deepEqual(inHtml.filter((k) => !(k in TEXT.en)), []);
+  for (const file of ['main.js', 'formulas.js']) {
+    const literal = [...www(file).matchAll(/\btr?\((?:[\w.]+, )?'([^']+)'\)/g)].map((m) => m[1]);
+    assert.ok(literal.length > 0, `${file}: keys found`);
+    assert.deepEqual(literal.filter((k) => !(k in TEXT.en)), [], file);
+  }
+  for (const pattern of ['sink-local', 'heavy-hitters', 'uniform', 'needle']) {
+    assert.ok(`pattern.short.${pattern}` in TEXT.en, `the description's name of ${pattern}`);
+  }
+});
