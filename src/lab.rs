@@ -245,6 +245,9 @@ pub struct Lever {
     pub quality_after: f64,
     /// Whether the lever can be pulled at all (bits already minimal, B already 1).
     pub possible: bool,
+    /// The "after" is not computed yet (an update deferred it, see [`OneBitFewer::Pending`]):
+    /// `bytes_after` and `quality_after` then hold the "before" values.
+    pub pending: bool,
 }
 
 /// Section 4: both levers together.
@@ -519,10 +522,34 @@ pub struct QuantView {
     pub channel_values: Vec<f32>,
     /// The shown channel's grid (first group of the channel).
     pub channel_grid: Vec<f64>,
-    /// RMSE at one bit fewer (the "which lever" comparison), `None` at the scheme's minimum.
-    pub rmse_one_bit_fewer: Option<f64>,
+    /// RMSE at one bit fewer (the "which lever" comparison).
+    pub one_bit_fewer: OneBitFewer,
     /// The figures.
     pub figures: QuantFigures,
+}
+
+/// The RMSE of the chosen tensor quantized with one bit fewer: the cost side of the bits lever.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OneBitFewer {
+    /// The bits are at the scheme's minimum: there is no bit to remove.
+    Impossible,
+    /// Not computed yet: an update deferred it ([`Lab::update_deferring`]) while the levers
+    /// were off screen (it costs a second quantization of the tensor);
+    /// [`Lab::complete_with_progress`] computes it.
+    Pending,
+    /// The RMSE.
+    Rmse(f64),
+}
+
+/// What an update may leave for [`Lab::complete_with_progress`] ([`Lab::update_deferring`]):
+/// the page defers what is off screen while a control moves, and completes it once the controls
+/// rest. Nothing by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Defer {
+    /// The policy comparison ([`Figures::pending`]).
+    pub comparison: bool,
+    /// The bits lever's RMSE at one bit fewer ([`OneBitFewer::Pending`]).
+    pub one_bit_fewer: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -965,6 +992,7 @@ fn quant_view(
     s: &Settings,
     memo: &mut DataMemo,
     spare: QuantBuffers,
+    defer_lever: bool,
 ) -> Result<QuantView, LabError> {
     let config = quant_config(s);
     let x = match s.tensor {
@@ -1043,29 +1071,10 @@ fn quant_view(
         meta_bytes,
         fp_bytes: n * 2,
     };
-    let min_bits = *QuantConfig::bits_range(config.scheme).start();
     memo.put(config, s.tensor, stats.rmse);
-    let rmse_one_bit_fewer = if config.bits > min_bits {
-        let cfg = QuantConfig {
-            bits: config.bits - 1,
-            ..config
-        };
-        Some(match memo.get(&cfg, s.tensor) {
-            Some(rmse) => rmse,
-            None => {
-                let q = crate::quant::quantize_memo(x, &cfg, Vec::new(), memo.extremes(s.tensor))?;
-                // (q is x quantized: the shapes agree.)
-                let rmse = crate::quant::error_stats_memo(x, &q, memo.sig_sq(s.tensor))
-                    .map_or(f64::NAN, |st| st.rmse);
-                memo.put(cfg, s.tensor, rmse);
-                rmse
-            }
-        })
-    } else {
-        None
-    };
+    let one_bit_fewer = one_bit_fewer(data, s, memo, defer_lever)?;
     Ok(QuantView {
-        rmse_one_bit_fewer,
+        one_bit_fewer,
         key: QuantKey {
             config,
             tensor: s.tensor,
@@ -1080,6 +1089,41 @@ fn quant_view(
         channel_grid,
         figures,
     })
+}
+
+/// The RMSE of `s`'s tensor quantized with one bit fewer than `s` says: remembered in `memo`,
+/// else computed (a second quantization of the tensor) and remembered, unless `defer` asks
+/// to leave it for later ([`OneBitFewer::Pending`]).
+fn one_bit_fewer(
+    data: &Data,
+    s: &Settings,
+    memo: &mut DataMemo,
+    defer: bool,
+) -> Result<OneBitFewer, LabError> {
+    let config = quant_config(s);
+    if config.bits <= *QuantConfig::bits_range(config.scheme).start() {
+        return Ok(OneBitFewer::Impossible);
+    }
+    let cfg = QuantConfig {
+        bits: config.bits - 1,
+        ..config
+    };
+    if let Some(rmse) = memo.get(&cfg, s.tensor) {
+        return Ok(OneBitFewer::Rmse(rmse));
+    }
+    if defer {
+        return Ok(OneBitFewer::Pending);
+    }
+    let x = match s.tensor {
+        KvPick::K => &data.keys,
+        KvPick::V => &data.values,
+    };
+    let q = crate::quant::quantize_memo(x, &cfg, Vec::new(), memo.extremes(s.tensor))?;
+    // (q is x quantized: the shapes agree.)
+    let rmse =
+        crate::quant::error_stats_memo(x, &q, memo.sig_sq(s.tensor)).map_or(f64::NAN, |st| st.rmse);
+    memo.put(cfg, s.tensor, rmse);
+    Ok(OneBitFewer::Rmse(rmse))
 }
 
 /// `max_t |x[t][c]|` of every column `c`, in one row-major pass (a max is exact, so the order
@@ -1404,6 +1448,7 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
 fn together(
     data: &Data,
     s: &Settings,
+    fewer: OneBitFewer,
     quant: &QuantView,
     select: &SelectView,
     budget: &BudgetFigures,
@@ -1411,23 +1456,27 @@ fn together(
     let kept = select.selection.kept.len();
     let before = budget.data.m_final;
     let rmse = quant.figures.stats.rmse;
-    let fewer_bits = match quant.rmse_one_bit_fewer {
-        Some(after) => Lever {
+    let unchanged = |possible, pending| Lever {
+        lever: "bits-1",
+        bytes_before: before,
+        bytes_after: before,
+        quality_before: rmse,
+        quality_after: rmse,
+        possible,
+        pending,
+    };
+    let fewer_bits = match fewer {
+        OneBitFewer::Rmse(after) => Lever {
             lever: "bits-1",
             bytes_before: before,
             bytes_after: data_breakdown(data, s, kept, s.bits - 1)?.m_final,
             quality_before: rmse,
             quality_after: after,
             possible: true,
+            pending: false,
         },
-        None => Lever {
-            lever: "bits-1",
-            bytes_before: before,
-            bytes_after: before,
-            quality_before: rmse,
-            quality_after: rmse,
-            possible: false,
-        },
+        OneBitFewer::Pending => unchanged(true, true),
+        OneBitFewer::Impossible => unchanged(false, false),
     };
     let mass = select.figures.mass_mean;
     let fewer_tokens = match select.fewer_tokens {
@@ -1438,6 +1487,7 @@ fn together(
             quality_before: mass,
             quality_after: mass_after,
             possible: true,
+            pending: false,
         },
         None => Lever {
             lever: "tokens-10pct",
@@ -1446,6 +1496,7 @@ fn together(
             quality_before: mass,
             quality_after: mass,
             possible: false,
+            pending: false,
         },
     };
     Ok(TogetherFigures {
@@ -1535,10 +1586,12 @@ impl Lab {
         Lab::with_data(data, settings, progress, staged)
     }
 
-    /// Whether the comparison or KIVI still wait to be computed (see
-    /// [`Lab::new_staged_with_progress`] and [`Lab::update_deferring_comparison`]).
+    /// Whether the comparison, KIVI or the bits lever's RMSE at one bit fewer still wait to be
+    /// computed (see [`Lab::new_staged_with_progress`] and [`Lab::update_deferring`]).
     pub fn is_pending(&self) -> bool {
-        self.compare_pending || self.kivi_pending
+        self.compare_pending
+            || self.kivi_pending
+            || self.quant.one_bit_fewer == OneBitFewer::Pending
     }
 
     /// Computes what a staged lab or a deferring update left out (the comparison, KIVI),
@@ -1549,7 +1602,7 @@ impl Lab {
     ) -> Result<&Figures, LabError> {
         if self.is_pending() {
             let s = self.settings.clone();
-            self.apply(&s, progress, false)?;
+            self.apply(&s, progress, Defer::default())?;
         }
         Ok(&self.figures)
     }
@@ -1562,13 +1615,27 @@ impl Lab {
     ) -> Result<Lab, LabError> {
         progress(Stage::Quantization);
         let mut data_memo = DataMemo::default();
-        let quant = quant_view(&data, &settings, &mut data_memo, QuantBuffers::default())?;
+        // (A staged lab leaves the levers' second quantization for `complete` too.)
+        let quant = quant_view(
+            &data,
+            &settings,
+            &mut data_memo,
+            QuantBuffers::default(),
+            staged,
+        )?;
         progress(Stage::Selection);
         let mut select_cache = SelectCache::default();
         let select = select_view(&data, &settings, &mut select_cache)?;
         progress(Stage::Budget);
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
-        let together = together(&data, &settings, &quant, &select, &budget)?;
+        let together = together(
+            &data,
+            &settings,
+            quant.one_bit_fewer,
+            &quant,
+            &select,
+            &budget,
+        )?;
         let mut compare_cache = CompareCache::default();
         let kivi_cfg = kivi_config(&settings, &data);
         let (compare, kivi) = if staged {
@@ -1636,7 +1703,19 @@ impl Lab {
         s: &Settings,
         progress: &mut dyn FnMut(Stage),
     ) -> Result<&Figures, LabError> {
-        self.apply(s, progress, false)
+        self.apply(s, progress, Defer::default())
+    }
+
+    /// [`Lab::update_with_progress`] that leaves what `defer` names for
+    /// [`Lab::complete_with_progress`] (see [`Defer`]), as the page does for what is off
+    /// screen.
+    pub fn update_deferring(
+        &mut self,
+        s: &Settings,
+        progress: &mut dyn FnMut(Stage),
+        defer: Defer,
+    ) -> Result<&Figures, LabError> {
+        self.apply(s, progress, defer)
     }
 
     /// [`Lab::update_with_progress`] that leaves the policy comparison as it was when `s`
@@ -1650,15 +1729,22 @@ impl Lab {
         s: &Settings,
         progress: &mut dyn FnMut(Stage),
     ) -> Result<&Figures, LabError> {
-        self.apply(s, progress, true)
+        self.apply(
+            s,
+            progress,
+            Defer {
+                comparison: true,
+                one_bit_fewer: false,
+            },
+        )
     }
 
-    /// The update: `defer` leaves the comparison pending when it would be recomputed.
+    /// The update: `defer` says what to leave pending when it would be recomputed.
     fn apply(
         &mut self,
         s: &Settings,
         progress: &mut dyn FnMut(Stage),
-        defer: bool,
+        defer: Defer,
     ) -> Result<&Figures, LabError> {
         check(s)?;
         let regenerate = match &self.data.generated {
@@ -1692,6 +1778,7 @@ impl Lab {
                 s,
                 &mut data_memo,
                 std::mem::take(&mut self.spare),
+                defer.one_bit_fewer,
             )?)
         } else {
             None
@@ -1708,9 +1795,16 @@ impl Lab {
             None
         };
         let quant = new_quant.as_ref().unwrap_or(&self.quant);
+        // The lever's RMSE an earlier update deferred: computed now, unless this one defers it.
+        let fewer = match quant.one_bit_fewer {
+            OneBitFewer::Pending if !defer.one_bit_fewer => {
+                one_bit_fewer(data, s, &mut data_memo, false)?
+            }
+            f => f,
+        };
         let select = new_select.as_ref().unwrap_or(&self.select);
         let budget = budget_figures(data, s, select.selection.kept.len())?;
-        let together = together(data, s, quant, select, &budget)?;
+        let together = together(data, s, fewer, quant, select, &budget)?;
         let mut compare_cache = if regenerate {
             CompareCache::default()
         } else {
@@ -1718,8 +1812,8 @@ impl Lab {
         };
         let compare_stale =
             regenerate || self.compare_pending || compare_key(data, s, quant) != self.compare.key;
-        let deferred = compare_stale && defer;
-        let new_compare = if compare_stale && !defer {
+        let deferred = compare_stale && defer.comparison;
+        let new_compare = if compare_stale && !defer.comparison {
             progress(Stage::Compare);
             Some(compare_view(data, s, quant, &mut compare_cache)?)
         } else {
@@ -1768,6 +1862,7 @@ impl Lab {
                 QuantBuffers::default()
             };
         }
+        self.quant.one_bit_fewer = fewer;
         if let Some(v) = new_select {
             self.select = v;
         }
@@ -2401,12 +2496,18 @@ mod tests {
             );
             assert!(lab.is_pending() && lab.figures().pending);
             let fresh = Lab::new(s.clone()).unwrap();
-            // The first screen's sections are already final.
+            // The first screen's sections are already final; of the levers (section 4), the
+            // bits lever's second quantization is left for `complete` too.
             let (f, g) = (lab.figures(), fresh.figures());
             assert_eq!(
-                (&f.data, &f.quant, &f.select, &f.budget, &f.together),
-                (&g.data, &g.quant, &g.select, &g.budget, &g.together)
+                (&f.data, &f.quant, &f.select, &f.budget),
+                (&g.data, &g.quant, &g.select, &g.budget)
             );
+            assert_eq!(
+                (f.together.r_overall, &f.together.fewer_tokens),
+                (g.together.r_overall, &g.together.fewer_tokens)
+            );
+            assert!(f.together.fewer_bits.pending);
             assert!(f.compare.rows.is_empty() && lab.compare().curves.is_empty());
             let mut rest = Vec::new();
             lab.complete_with_progress(&mut |st| rest.push(st))
@@ -2420,6 +2521,68 @@ mod tests {
                 .expect("complete");
             assert!(again.is_empty());
         }
+    }
+
+    #[test]
+    fn a_deferred_bits_lever_is_computed_by_complete_and_equals_an_update() {
+        let base = small(); // 4 bits
+        let lever = |lab: &Lab| lab.figures().together.fewer_bits.clone();
+        let only_lever = Defer {
+            comparison: false,
+            one_bit_fewer: true,
+        };
+        // 4 -> 3: the lever needs the RMSE at 2 bits, not known yet: left pending.
+        let mut lab = Lab::new(base.clone()).unwrap();
+        let down = Settings {
+            bits: 3,
+            ..base.clone()
+        };
+        lab.update_deferring(&down, &mut |_| {}, only_lever)
+            .unwrap();
+        let l = lever(&lab);
+        assert!(l.pending && l.possible && lab.is_pending(), "{l:?}");
+        assert_eq!(
+            (l.bytes_after, l.quality_after),
+            (l.bytes_before, l.quality_before)
+        );
+        // Everything else is final.
+        let direct = Lab::new(down.clone()).unwrap();
+        let (f, g) = (lab.figures(), direct.figures());
+        assert_eq!(
+            (&f.quant, &f.select, &f.budget),
+            (&g.quant, &g.select, &g.budget)
+        );
+        assert_eq!(f.together.fewer_tokens, g.together.fewer_tokens);
+        // Completing computes it: the same figures as a fresh lab's.
+        let mut seen = Vec::new();
+        lab.complete_with_progress(&mut |st| seen.push(st)).unwrap();
+        assert!(!lab.is_pending() && !lever(&lab).pending);
+        assert_eq!(lab.figures(), direct.figures());
+        assert_eq!(seen, Vec::<Stage>::new(), "no stage recomputed");
+        // A later update that does not defer computes it too.
+        let mut lab = Lab::new(base.clone()).unwrap();
+        lab.update_deferring(&down, &mut |_| {}, only_lever)
+            .unwrap();
+        let model = Settings {
+            model: "qwen2.5-7b".into(),
+            ..down.clone()
+        };
+        lab.update(&model).unwrap();
+        assert_eq!(lab.figures(), Lab::new(model).unwrap().figures());
+        // 4 -> 5: the RMSE at 4 bits is the view's own, remembered: nothing to defer.
+        let mut lab = Lab::new(base.clone()).unwrap();
+        let up = Settings {
+            bits: 5,
+            ..base.clone()
+        };
+        lab.update_deferring(&up, &mut |_| {}, only_lever).unwrap();
+        assert!(!lever(&lab).pending && !lab.is_pending());
+        assert_eq!(lab.figures(), Lab::new(up).unwrap().figures());
+        // A staged lab leaves it for `complete` with the comparison.
+        let mut staged = Lab::new_staged_with_progress(base.clone(), &mut |_| {}).unwrap();
+        assert!(lever(&staged).pending);
+        staged.complete_with_progress(&mut |_| {}).unwrap();
+        assert_eq!(staged.figures(), Lab::new(base).unwrap().figures());
     }
 
     #[test]

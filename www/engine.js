@@ -253,11 +253,13 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     defaults: () => parseQuery('').settings,
     toQuery: ({ settings }) => toQuery(settings),
     /**
-     * `{settings, draw, defer}`: applies the settings and draws `draw.charts`. With `defer` a
-     * comparison the change makes stale is left for `complete` (the figures say `pending`).
+     * `{settings, draw, defer, deferLever}`: applies the settings and draws `draw.charts`. With
+     * `defer` a comparison the change makes stale is left for `complete` (the figures say
+     * `pending`); with `deferLever`, the bits lever's second quantization when its RMSE is not
+     * known yet (`together.fewerBits.pending`).
      */
-    update: ({ id, settings, draw: spec, defer }) => computeAndDraw(id, spec, (progress) => ({
-      figures: page.update(settings, progress, !!defer),
+    update: ({ id, settings, draw: spec, defer, deferLever }) => computeAndDraw(id, spec, (progress) => ({
+      figures: page.update(settings, progress, !!defer, !!deferLever),
       query: toQuery(settings),
     })),
     /** `{draw}`: computes what a deferring update left out, then draws `draw.charts`. */
@@ -279,7 +281,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         }
         // The uploaded data's shape plus the page's own keys (language, embed mode).
         const settings = { ...page.settings(), ...keep };
-        const figures = page.update(settings, progress, false);
+        const figures = page.update(settings, progress, false, false);
         return { result, settings, figures, query: toQuery(settings) };
       });
     },

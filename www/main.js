@@ -69,8 +69,10 @@ const app = {
   // Work for what is off screen waits until the controls rest (see catchUp):
   visible: new Set(), // charts whose canvas is on screen
   compareVisible: false, // the comparison's section is on screen
+  leversVisible: false, // the levers' section ("both levers together") is on screen
   stale: new Set(), // charts drawn for earlier settings (off screen when those changed)
-  comparePending: false, // the engine deferred the comparison (its section was off screen)
+  // the engine deferred the comparison or the bits lever's RMSE (their sections were off screen)
+  comparePending: false,
   catchUp: 0, // the scheduled catch-up (animation frame or timer), 0 when none
   stage: null, // the stage the engine reported last (shown once the progress box is up)
   timed: 0, // updates whose measures are on the performance timeline (see trimTimeline)
@@ -330,6 +332,9 @@ function writeLevers(tg) {
     ['bits', tg.fewerBits, 'lever.rmse', (l) => l.qualityAfter - l.qualityBefore],
     ['tokens', tg.fewerTokens, 'lever.mass', (l) => l.qualityBefore - l.qualityAfter],
   ];
+  // The bits lever deferred while the section was off screen: the table's last figures stay
+  // until the catch-up (both rows, so that the verdict compares figures of one view).
+  if (tg.fewerBits.pending) return;
   const per = {};
   for (const [name, l, unit, cost] of rows) {
     if (!l.possible) {
@@ -612,16 +617,22 @@ async function drawStale(name, start = performance.now()) {
 }
 
 /** Computes the deferred comparison, writes its figures, draws `charts` (of its charts). */
+/** Whether the engine left something for `complete`: the comparison or the bits lever. */
+function enginePending(f) {
+  return f.pending || f.together.fewerBits.pending;
+}
+
 async function completeComparison(charts, start = performance.now()) {
   const spec = drawSpec(charts);
   const reply = await request('complete', { draw: spec });
   measureTimings(reply.timings, start, 'kvlab:later:');
-  app.comparePending = reply.figures.pending;
-  // (only the comparison and KIVI changed: write them)
+  app.comparePending = enginePending(reply.figures);
+  // (only the comparison, KIVI and the levers changed: write them)
   app.figures = reply.figures;
   if (!reply.figures.pending) writeCompare(reply.figures.compare);
   if (!reply.figures.kiviPending) writeKivi(reply.figures.kivi);
-  renderFormulas(reply.figures, app.good, (key) => t(app.lang, key), new Set(['compare']));
+  writeLevers(reply.figures.together);
+  renderFormulas(reply.figures, app.good, (key) => t(app.lang, key), new Set(['compare', 'together']));
   if (reply.drawError) throw reply.drawError;
   drawn(spec, []);
 }
@@ -633,12 +644,15 @@ const onScreen = new IntersectionObserver((entries) => {
     if (name) {
       if (e.isIntersecting) app.visible.add(name);
       else app.visible.delete(name);
+    } else if (e.target.id === 'together') {
+      app.leversVisible = e.isIntersecting;
     } else {
       app.compareVisible = e.isIntersecting;
     }
   }
   // A stale chart came on screen: draw it as soon as the engine is free.
-  if ([...app.stale].some((c) => app.visible.has(c)) || (app.comparePending && app.compareVisible)) {
+  if ([...app.stale].some((c) => app.visible.has(c))
+    || (app.comparePending && (app.compareVisible || app.leversVisible))) {
     scheduleCatchUp(0);
   }
 });
@@ -749,11 +763,11 @@ async function flush() {
     const spec = drawSpec([...charts, ...[...app.stale].filter((c) => app.visible.has(c))]);
     const defer = !app.compareVisible;
     const later = deferOffScreen(spec, defer);
-    const reply = await request('update', { settings, draw: spec, defer });
+    const reply = await request('update', { settings, draw: spec, defer, deferLever: !app.leversVisible });
     measureTimings(reply.timings, start);
     clearErrors();
     app.good = settings;
-    app.comparePending = reply.figures.pending;
+    app.comparePending = enginePending(reply.figures);
     if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
     render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);
     drawn(spec, later);
@@ -1257,6 +1271,7 @@ async function main() {
     canvases[c.dataset.chart] = c;
   }
   onScreen.observe($('#compare'));
+  onScreen.observe($('#together'));
   let first;
   let shown = false;
   /** Writes the first view's figures and controls (charts are the engine's). */

@@ -11,7 +11,7 @@
 
 use crate::chart::{ChartError, ChartStyle};
 use crate::js::{error, lab_error, reporter, to_js};
-use crate::lab::{Lab, LabError};
+use crate::lab::{Defer, Lab, LabError};
 use crate::render::{self, Labels, Pixels};
 use crate::state::Settings;
 use crate::upload::Chosen;
@@ -131,26 +131,30 @@ impl Page {
 
     /// Applies a settings object; returns the figures. On error (an `Error` with `field`) the
     /// previous view stays. `progress` as in the constructor (only recomputed stages). With
-    /// `defer`, a comparison the change makes stale is left for [`Page::complete`] (see
-    /// [`Lab::update_deferring_comparison`]; the figures carry `pending: true` until then).
+    /// `defer`, a comparison the change makes stale is left for [`Page::complete`] (the figures
+    /// carry `pending: true` until then); with `defer_lever`, the bits lever's RMSE at one bit
+    /// fewer when not known yet (`together.fewerBits.pending`). See [`Lab::update_deferring`].
     pub fn update(
         &mut self,
         settings: JsValue,
         progress: Option<js_sys::Function>,
         defer: bool,
+        defer_lever: bool,
     ) -> Result<JsValue, JsValue> {
         let s = settings_of(settings)?;
         let mut progress = reporter(progress);
-        let f = if defer {
-            self.lab.update_deferring_comparison(&s, &mut progress)
-        } else {
-            self.lab.update_with_progress(&s, &mut progress)
-        }
-        .map_err(|e| lab_error(&e))?;
+        let defer = Defer {
+            comparison: defer,
+            one_bit_fewer: defer_lever,
+        };
+        let f = self
+            .lab
+            .update_deferring(&s, &mut progress, defer)
+            .map_err(|e| lab_error(&e))?;
         to_js(f)
     }
 
-    /// Whether the comparison or KIVI wait for [`Page::complete`].
+    /// Whether the comparison, KIVI or the bits lever wait for [`Page::complete`].
     #[wasm_bindgen(js_name = isPending)]
     pub fn is_pending(&self) -> bool {
         self.lab.is_pending()

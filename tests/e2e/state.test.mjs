@@ -174,19 +174,25 @@ test('what is off screen is drawn and computed once the controls rest, and then 
   const offScreen = await page.locator('#compare').evaluate((s) => s.getBoundingClientRect().top > window.innerHeight);
   assert.ok(offScreen, 'the comparison is below the viewport');
   // Record the page's busy/stale states and its measures through one change.
-  await page.evaluate(() => {
+  // The bits lever (section 4, below the comparison) as the page shows it, with each state.
+  const LEVER = '[data-figure="lever-bits-cost"]';
+  const leverBefore = await page.locator(LEVER).textContent();
+  await page.evaluate((leverSelector) => {
     performance.clearMeasures();
     window.__states = [];
+    window.__levers = [];
     new MutationObserver(() => {
       const d = document.body.dataset;
       window.__states.push(`${d.busy ? 'busy' : ''}/${d.stale ? 'stale' : ''}`);
+      window.__levers.push(document.querySelector(leverSelector).textContent);
     }).observe(document.body, { attributes: true, attributeFilter: ['data-busy', 'data-stale'] });
-  });
+  }, LEVER);
   await page.getByLabel('Bits', { exact: true }).focus();
   await page.keyboard.press('ArrowLeft'); // 4 -> 3: changes the quantization and the comparison's output error
   await settle(page);
-  const { states, update, draws } = await page.evaluate(() => ({
+  const { states, levers, update, draws } = await page.evaluate(() => ({
     states: window.__states,
+    levers: window.__levers,
     update: performance.getEntriesByName('kvlab:update').map((m) => [m.startTime, m.startTime + m.duration]),
     // [name, start]: the update's charts are `kvlab:draw:*`, the catch-up's `kvlab:later:draw:*`
     draws: performance.getEntriesByType('measure').filter((m) => /^kvlab:(later:)?draw:/.test(m.name))
@@ -207,12 +213,19 @@ test('what is off screen is drawn and computed once the controls rest, and then 
   // The page said so: on-screen up to date while the off-screen part was still stale.
   assert.ok(states.includes('/stale'), JSON.stringify(states));
   assert.equal(states.at(-1), '/', JSON.stringify(states));
+  // The bits lever at 3 bits needs a second quantization at 2 bits: the update left it for the
+  // catch-up (the levers kept the 4-bit view's figures while stale), which then wrote it.
+  const stale = states.indexOf('/stale');
+  assert.equal(levers[stale], leverBefore, JSON.stringify({ states, levers }));
+  assert.notEqual(levers.at(-1), leverBefore, JSON.stringify({ states, levers }));
   assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '3');
   // Caught up: the comparison's table and charts equal those of a fresh view of the same link.
   const table = () => page.locator('#compare-rows').innerText();
   const shot = (p, chart) => p.locator(`canvas[data-chart="${chart}"]`).evaluate((c) => c.toDataURL('image/png'));
   const fresh = await open(browser.context, page.url());
   assert.equal(await table(), await fresh.page.locator('#compare-rows').innerText());
+  const leverTable = (p) => p.locator('#together table.levers').innerText();
+  assert.equal(await leverTable(page), await leverTable(fresh.page));
   for (const chart of ['tradeoff', 'strips', 'errmap']) {
     assert.equal(await shot(page, chart), await shot(fresh.page, chart), chart);
   }
