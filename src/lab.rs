@@ -854,8 +854,9 @@ pub struct Lab {
     data_memo: DataMemo,
     compare_cache: CompareCache,
     select_cache: SelectCache,
-    /// The buffers of the quantization view last replaced, filled again by the next one.
-    spare: QuantBuffers,
+    /// The quantization view last replaced: shown again when a control returns to it, else
+    /// its buffers are filled by the next view.
+    previous: Previous,
     data_id: u64,
     /// The comparison is not computed for the current settings (staged, or deferred).
     compare_pending: bool,
@@ -874,10 +875,33 @@ struct QuantBuffers {
     rows: Vec<RowError>,
 }
 
-/// A cloned lab starts without spare buffers: they hold nothing any view needs.
-impl Clone for QuantBuffers {
+/// The quantization view an update replaced, with the identity of the data it was computed
+/// on ([`Lab::data_id`]). A change back to it (toggling the scheme, a bits step back) shows it
+/// again without quantizing; any other quantization change fills its buffers
+/// ([`QuantBuffers`]). It costs no memory the lab would not hold anyway: the buffers are
+/// the spare set a new view is computed into.
+#[derive(Debug, Default)]
+struct Previous {
+    view: Option<QuantView>,
+    data_id: u64,
+}
+
+impl Previous {
+    /// The view itself when it was computed for `key` on the data `data_id` (`None`: new
+    /// data); otherwise its buffers (empty when there is none). Leaves `self` empty.
+    fn take(&mut self, key: &QuantKey, data_id: Option<u64>) -> Result<QuantView, QuantBuffers> {
+        match self.view.take() {
+            Some(v) if v.key == *key && Some(self.data_id) == data_id => Ok(v),
+            Some(v) => Err(v.into_buffers()),
+            None => Err(QuantBuffers::default()),
+        }
+    }
+}
+
+/// A cloned lab starts without the previous view: a clone only needs the current one.
+impl Clone for Previous {
     fn clone(&self) -> Self {
-        QuantBuffers::default()
+        Previous::default()
     }
 }
 
@@ -1682,7 +1706,7 @@ impl Lab {
             data_memo,
             compare_cache,
             select_cache,
-            spare: QuantBuffers::default(),
+            previous: Previous::default(),
             data_id: next_data_id(),
             compare_pending: staged,
             kivi_pending: staged,
@@ -1771,15 +1795,23 @@ impl Lab {
             self.data_memo.clone()
         };
         let new_quant = if regenerate || qkey != self.quant.key {
-            progress(Stage::Quantization);
-            // On an error the buffers are dropped with it; the next change allocates anew.
-            Some(quant_view(
-                data,
-                s,
-                &mut data_memo,
-                std::mem::take(&mut self.spare),
-                defer.one_bit_fewer,
-            )?)
+            // (On new data the previous view is never the one: it gives its buffers.)
+            let data_id = (!regenerate).then_some(self.data_id);
+            match self.previous.take(&qkey, data_id) {
+                Ok(view) => Some(view),
+                Err(spare) => {
+                    progress(Stage::Quantization);
+                    // On an error the buffers are dropped with it; the next change allocates
+                    // anew.
+                    Some(quant_view(
+                        data,
+                        s,
+                        &mut data_memo,
+                        spare,
+                        defer.one_bit_fewer,
+                    )?)
+                }
+            }
         } else {
             None
         };
@@ -1847,19 +1879,23 @@ impl Lab {
             pending: deferred,
             kivi_pending: false,
         };
+        let view_data_id = self.data_id;
         if let Some(d) = new_data {
             self.data = d;
             self.data_id = next_data_id();
         }
         if let Some(q) = new_quant {
-            let old = std::mem::replace(&mut self.quant, q).into_buffers();
+            let old = std::mem::replace(&mut self.quant, q);
             // Kept only while about the right size: after new, smaller data the old view's
             // buffers would pin memory the next view never fills.
             let needed = self.quant.abs_err.len();
-            self.spare = if old.abs_err.capacity() <= 2 * needed.max(1) {
-                old
+            self.previous = if old.abs_err.capacity() <= 2 * needed.max(1) {
+                Previous {
+                    view: Some(old),
+                    data_id: view_data_id,
+                }
             } else {
-                QuantBuffers::default()
+                Previous::default()
             };
         }
         self.quant.one_bit_fewer = fewer;
@@ -2436,10 +2472,11 @@ mod tests {
             channel: Some(s.channels + 5),
             ..s.clone()
         };
-        assert!(lab.spare.codes.capacity() > 0);
+        assert!(lab.previous.view.is_some());
         assert!(lab.update(&bad).is_err());
-        // it failed after quantizing into the spare buffers (they went with the error)
-        assert_eq!(lab.spare.codes.capacity(), 0);
+        // it failed after quantizing into the previous view's buffers (they went with the
+        // error)
+        assert!(lab.previous.view.is_none());
         assert_eq!(lab.figures(), &shown);
         assert_eq!(lab.quant().abs_err, abs_err);
         s.bits = 6;
@@ -2454,8 +2491,60 @@ mod tests {
         lab.update(&s).unwrap();
         s.bits = 5;
         lab.update(&s).unwrap();
-        assert!(lab.spare.abs_err.capacity() <= 2 * lab.quant().abs_err.len());
+        let kept = lab
+            .previous
+            .view
+            .as_ref()
+            .map_or(0, |v| v.abs_err.capacity());
+        assert!(kept <= 2 * lab.quant().abs_err.len());
         assert_eq!(lab.figures(), Lab::new(s.clone()).unwrap().figures());
+    }
+
+    #[test]
+    fn a_change_back_shows_the_previous_quantization_without_computing_it() {
+        let base = small(); // 4 bits, symmetric
+        let mut lab = Lab::new(base.clone()).unwrap();
+        let codes_of = |lab: &Lab| lab.quant().quantized.codes().as_ptr();
+        let at_4 = codes_of(&lab);
+        let asym = Settings {
+            scheme: crate::quant::Scheme::Asymmetric,
+            ..base.clone()
+        };
+        lab.update(&asym).unwrap();
+        // Back to symmetric: the earlier view itself, and no quantization reported.
+        let mut seen = Vec::new();
+        lab.update_with_progress(&base, &mut |st| seen.push(st))
+            .unwrap();
+        assert!(!seen.contains(&Stage::Quantization), "{seen:?}");
+        assert_eq!(codes_of(&lab), at_4);
+        assert_same_view(&lab, &Lab::new(base.clone()).unwrap(), "back to symmetric");
+        // And forth again: the asymmetric view, the same as a fresh lab's.
+        lab.update(&asym).unwrap();
+        assert_same_view(&lab, &Lab::new(asym.clone()).unwrap(), "asymmetric again");
+        // A change to a third view quantizes (into the previous view's buffers).
+        let mut seen = Vec::new();
+        let three = Settings {
+            bits: 3,
+            ..asym.clone()
+        };
+        lab.update_with_progress(&three, &mut |st| seen.push(st))
+            .unwrap();
+        assert!(seen.contains(&Stage::Quantization), "{seen:?}");
+        assert_same_view(&lab, &Lab::new(three.clone()).unwrap(), "3 bits");
+        // New data with the previous view's settings: quantized anew, on the new data.
+        let new_data = Settings {
+            seed: base.seed + 1,
+            ..asym.clone()
+        };
+        lab.update(&new_data).unwrap();
+        assert_same_view(&lab, &Lab::new(new_data.clone()).unwrap(), "new data");
+        // ... and back to the settings of the view before the new data: not that view either.
+        let back = Settings {
+            bits: 3,
+            ..new_data.clone()
+        };
+        lab.update(&back).unwrap();
+        assert_same_view(&lab, &Lab::new(back).unwrap(), "3 bits on the new data");
     }
 
     /// Everything a lab shows, for comparing two labs.
