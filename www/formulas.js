@@ -2,6 +2,8 @@
 // current numbers substituted. Built with createElementNS: no HTML strings, no user text.
 // Holds no math: every number comes from the figures Rust computed.
 
+import { fill } from './i18n.js';
+
 const NS = 'http://www.w3.org/1998/Math/MathML';
 
 function el(tag, ...children) {
@@ -147,7 +149,7 @@ export const FORMULAS = {
     const sum = to ? el('munderover', mo('∑'), over, to) : el('munder', mo('∑'), over);
     const lhs = s.method === 'snapkv' ? subsup(mi('score'), mi('i'), mi('snap')) : sub(mi('score'), mi('i'));
     const note = s.method === 'snapkv'
-      ? mtext(`(${tr('formula.last-w').replace('{w}', s.window).replace('{S}', f.data.steps)}${s.pool === 'none' ? '' : `, ${tr(`pool.${s.pool}`)}, k = ${s.kernel}`})`)
+      ? mtext(`(${fill(tr('formula.last-w'), { w: s.window, S: f.data.steps })}${s.pool === 'none' ? '' : `, ${tr(`pool.${s.pool}`)}, k = ${s.kernel}`})`)
       : mtext(`(T_obs = ${f.data.steps})`);
     return math(lhs, eq(), sum, sub(mi('a'), row(mi('t'), mo(','), mi('i'))), gap(), note);
   },

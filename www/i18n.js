@@ -615,6 +615,11 @@ export function t(lang, key) {
   return TEXT[lang]?.[key] ?? TEXT.en[key] ?? key;
 }
 
+/** `template` with each `{name}` replaced by `fields[name]` (unknown names are left as they are). */
+export function fill(template, fields) {
+  return template.replace(/\{(\w+)\}/g, (m, k) => (k in fields ? String(fields[k]) : m));
+}
+
 /** Writes every `[data-i18n]` element's text (and `[data-i18n-label]` aria-labels). */
 export function applyLanguage(lang) {
   document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';

@@ -10,7 +10,7 @@
 // box. Each round trip is marked with performance.measure('kvlab:update').
 
 import { connect } from './client.js';
-import { t, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
+import { t, fill, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 
 /** Which sections a settings key affects (data keys affect everything). */
@@ -214,7 +214,7 @@ function shortRanges(ranges, max = 60) {
     if (at < 0) return ranges;
   }
   const rest = ranges.slice(at + 1).split(',').length;
-  return `${ranges.slice(0, at)}, … ${t(app.lang, 'fig.more-ranges').replace('{n}', grouped(rest))}`;
+  return `${ranges.slice(0, at)}, … ${fill(t(app.lang, 'fig.more-ranges'), { n: grouped(rest) })}`;
 }
 
 function writeFigures(f) {
@@ -255,8 +255,8 @@ function writeFigures(f) {
   if (!f.kiviPending) writeKivi(f.kivi);
   const tok = (n) => `${grouped(n)} ${t(app.lang, 'budget.tokens')}`;
   figure('context-fit', b.contextFit, tok(b.contextFit));
-  figure('scope-copies', b.kvCopyFactor, t(app.lang, 'scope.copies')
-    .replace('{n}', grouped(b.selectionCopies)).replace('{k}', b.kvCopyFactor));
+  figure('scope-copies', b.kvCopyFactor, fill(t(app.lang, 'scope.copies'),
+    { n: grouped(b.selectionCopies), k: b.kvCopyFactor }));
   figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp));
 }
 
@@ -282,7 +282,7 @@ function writeKivi(k) {
 /** The policy table: text only (no HTML), one row per policy; cells are rewritten in place. */
 function writeCompare(c) {
   figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
-    t(app.lang, 'compare.rows').replace('{o}', c.observedRows).replace('{e}', c.evalRows)
+    fill(t(app.lang, 'compare.rows'), { o: c.observedRows, e: c.evalRows })
     + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
   const body = $('#compare-rows');
   const COLS = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'];
@@ -674,7 +674,7 @@ function describeData(d) {
     skewed: g.skewedChannels,
     seed: g.seed,
   };
-  return t(app.lang, 'data.description.generated').replace(/\{(\w+)\}/g, (m, k) => String(fields[k] ?? m));
+  return fill(t(app.lang, 'data.description.generated'), fields);
 }
 
 /** Writes figures and formulas of `sections` (the engine has drawn their charts). */
