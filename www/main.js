@@ -72,7 +72,7 @@ const app = {
   leversVisible: false, // the levers' section ("both levers together") is on screen
   stale: new Set(), // charts drawn for earlier settings (off screen when those changed)
   // the engine deferred the comparison or the bits lever's RMSE (their sections were off screen)
-  comparePending: false,
+  enginePending: false,
   catchUp: 0, // the scheduled catch-up (animation frame or timer), 0 when none
   stage: null, // the stage the engine reported last (shown once the progress box is up)
   timed: 0, // updates whose measures are on the performance timeline (see trimTimeline)
@@ -439,7 +439,7 @@ function measureTimings(timings, start, prefix = 'kvlab:') {
 function markBusy() {
   // (inFlight: an update stays busy until its reply is written, after its request has ended)
   const busy = app.requests > 0 || app.inFlight || app.frame !== 0 || app.pending.size > 0;
-  const stale = app.stale.size > 0 || app.comparePending || app.urlTimer !== 0;
+  const stale = app.stale.size > 0 || app.enginePending || app.urlTimer !== 0;
   // (attributes written only when they change: a write costs style work and observers' calls)
   const body = document.body.dataset;
   if (busy !== ('busy' in body)) {
@@ -517,7 +517,7 @@ async function redraw(names) {
   const start = performance.now();
   try {
     const spec = drawSpec(names);
-    const later = deferOffScreen(spec, app.comparePending);
+    const later = deferOffScreen(spec, app.enginePending);
     const reply = await request('draw', { draw: spec });
     measureTimings(reply.timings, start);
     drawn(spec, later);
@@ -542,7 +542,7 @@ function deferOffScreen(spec, comparisonPending) {
 function drawn(spec, later) {
   for (const c of spec.charts) app.stale.delete(c);
   for (const c of later) app.stale.add(c);
-  if (app.stale.size || app.comparePending) scheduleCatchUp(2);
+  if (app.stale.size || app.enginePending) scheduleCatchUp(2);
   markBusy();
 }
 
@@ -583,12 +583,12 @@ async function catchUp() {
   // (Before the first view is complete, main() schedules it when it is.)
   if (!app.ready) return;
   if (app.inFlight || app.requests || app.pending.size || app.frame) {
-    if (app.stale.size || app.comparePending) scheduleCatchUp(2);
+    if (app.stale.size || app.enginePending) scheduleCatchUp(2);
     return;
   }
   const start = performance.now();
   try {
-    if (app.comparePending) {
+    if (app.enginePending) {
       await completeComparison([...app.stale].filter((c) => NEEDS_COMPARISON.has(c) && app.visible.has(c)), start);
     } else {
       const next = [...app.stale].sort((a, b) => app.visible.has(b) - app.visible.has(a))[0];
@@ -598,12 +598,12 @@ async function catchUp() {
   } catch (e) {
     // Not retried until the next change: the message says why.
     app.stale.clear();
-    app.comparePending = false;
+    app.enginePending = false;
     markBusy();
     if (!e.stopped) reportError(null, e);
     return;
   }
-  if (app.stale.size || app.comparePending) scheduleCatchUp(0);
+  if (app.stale.size || app.enginePending) scheduleCatchUp(0);
 }
 
 /** Draws the stale chart `name` (the catch-up's step, or before its PNG is saved). */
@@ -616,17 +616,17 @@ async function drawStale(name, start = performance.now()) {
   drawn(spec, []);
 }
 
-/** Computes the deferred comparison, writes its figures, draws `charts` (of its charts). */
 /** Whether the engine left something for `complete`: the comparison or the bits lever. */
-function enginePending(f) {
+function leftForComplete(f) {
   return f.pending || f.together.fewerBits.pending;
 }
 
+/** Computes the deferred comparison, writes its figures, draws `charts` (of its charts). */
 async function completeComparison(charts, start = performance.now()) {
   const spec = drawSpec(charts);
   const reply = await request('complete', { draw: spec });
   measureTimings(reply.timings, start, 'kvlab:later:');
-  app.comparePending = enginePending(reply.figures);
+  app.enginePending = leftForComplete(reply.figures);
   // (only the comparison, KIVI and the levers changed: write them)
   app.figures = reply.figures;
   if (!reply.figures.pending) writeCompare(reply.figures.compare);
@@ -652,7 +652,7 @@ const onScreen = new IntersectionObserver((entries) => {
   }
   // A stale chart came on screen: draw it as soon as the engine is free.
   if ([...app.stale].some((c) => app.visible.has(c))
-    || (app.comparePending && (app.compareVisible || app.leversVisible))) {
+    || (app.enginePending && (app.compareVisible || app.leversVisible))) {
     scheduleCatchUp(0);
   }
 });
@@ -767,7 +767,7 @@ async function flush() {
     measureTimings(reply.timings, start);
     clearErrors();
     app.good = settings;
-    app.comparePending = enginePending(reply.figures);
+    app.enginePending = leftForComplete(reply.figures);
     if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
     render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);
     drawn(spec, later);
@@ -857,7 +857,7 @@ function show(settings, figures, query, push) {
   app.pending.clear();
   // (every chart was drawn and everything computed for it)
   app.stale.clear();
-  app.comparePending = false;
+  app.enginePending = false;
   writeControls(app.good);
   render(figures, ALL);
   recordUrl(push, query);
@@ -1169,7 +1169,7 @@ function wire() {
       try {
         const name = b.dataset.png;
         // (a chart still waiting for the catch-up is brought up to date first)
-        if (app.comparePending && NEEDS_COMPARISON.has(name)) await completeComparison([name]);
+        if (app.enginePending && NEEDS_COMPARISON.has(name)) await completeComparison([name]);
         else if (app.stale.has(name)) await drawStale(name);
         const blob = await request('png', { name });
         if (blob) download(`kvlab-${b.dataset.png}.png`, blob);
@@ -1375,7 +1375,7 @@ async function main() {
   document.body.dataset.state = 'ready';
   if (savedFlag === null) restoreLegacyUpload();
   // (charts resized while the first view was drawn, and left for later)
-  if (app.stale.size || app.comparePending) scheduleCatchUp(0);
+  if (app.stale.size || app.enginePending) scheduleCatchUp(0);
 }
 
 /**
