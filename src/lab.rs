@@ -419,7 +419,7 @@ pub struct Figures {
     pub kivi: KiviFigures,
     /// True while the policy comparison is not computed for these settings: `compare` holds
     /// empty placeholders (a staged lab, [`Lab::new_staged_with_progress`]) or the figures of
-    /// earlier settings (an update that deferred it, [`Lab::update_deferring_comparison`]).
+    /// earlier settings (an update that deferred it, [`Lab::update_deferring`]).
     /// [`Lab::complete_with_progress`] computes it.
     pub pending: bool,
     /// True while `kivi` holds placeholders (a staged lab not yet completed).
@@ -546,7 +546,10 @@ pub enum OneBitFewer {
 /// rest. Nothing by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Defer {
-    /// The policy comparison ([`Figures::pending`]).
+    /// The policy comparison, when the change makes it stale: its figures and charts keep the
+    /// earlier settings' values and [`Figures::pending`] is true until
+    /// [`Lab::complete_with_progress`] (or an update) computes it. At 64 x 4,096 a bits change
+    /// spends about 80 % of its time there.
     pub comparison: bool,
     /// The bits lever's RMSE at one bit fewer ([`OneBitFewer::Pending`]).
     pub one_bit_fewer: bool,
@@ -1742,27 +1745,6 @@ impl Lab {
         self.apply(s, progress, defer)
     }
 
-    /// [`Lab::update_with_progress`] that leaves the policy comparison as it was when `s`
-    /// changes it: its figures and charts keep the earlier settings' values and
-    /// [`Figures::pending`] is true until [`Lab::complete_with_progress`] (or an update) computes
-    /// it. The page defers the comparison while its section is off screen, so a control
-    /// answers without the comparison's cost (at 64 x 4,096 a bits change spends about 80 % of
-    /// its time there), and completes it once the controls rest.
-    pub fn update_deferring_comparison(
-        &mut self,
-        s: &Settings,
-        progress: &mut dyn FnMut(Stage),
-    ) -> Result<&Figures, LabError> {
-        self.apply(
-            s,
-            progress,
-            Defer {
-                comparison: true,
-                one_bit_fewer: false,
-            },
-        )
-    }
-
     /// The update: `defer` says what to leave pending when it would be recomputed.
     fn apply(
         &mut self,
@@ -2338,6 +2320,12 @@ mod tests {
         assert_eq!(page.data().keys, native.data().keys);
     }
 
+    /// The comparison deferred, as the page does while its section is off screen.
+    const COMPARISON: Defer = Defer {
+        comparison: true,
+        one_bit_fewer: false,
+    };
+
     fn small() -> Settings {
         Settings {
             tokens: 64,
@@ -2704,7 +2692,7 @@ mod tests {
             let before_curves = lab.compare().curves.clone();
             let mut seen = Vec::new();
             let f = lab
-                .update_deferring_comparison(&s, &mut |st| seen.push(st))
+                .update_deferring(&s, &mut |st| seen.push(st), COMPARISON)
                 .unwrap()
                 .clone();
             assert!(!seen.contains(&Stage::Compare), "{seen:?}");
@@ -2753,7 +2741,7 @@ mod tests {
             ..base.clone()
         };
         assert!(
-            !lab.update_deferring_comparison(&s, &mut |_| {})
+            !lab.update_deferring(&s, &mut |_| {}, COMPARISON)
                 .unwrap()
                 .pending
         );
@@ -2770,10 +2758,10 @@ mod tests {
             recent: 2,
             ..b.clone()
         };
-        lab.update_deferring_comparison(&b, &mut |_| {}).unwrap();
+        lab.update_deferring(&b, &mut |_| {}, COMPARISON).unwrap();
         // A second deferred change on top of the first: still pending.
         assert!(
-            lab.update_deferring_comparison(&both, &mut |_| {})
+            lab.update_deferring(&both, &mut |_| {}, COMPARISON)
                 .unwrap()
                 .pending
         );
@@ -2785,7 +2773,9 @@ mod tests {
         assert_same_view(&lab, &Lab::new(both.clone()).unwrap(), &both.to_query());
         // A staged lab updated with deferral computes KIVI but not the comparison.
         let mut staged = Lab::new_staged_with_progress(small(), &mut |_| {}).unwrap();
-        let f = staged.update_deferring_comparison(&b, &mut |_| {}).unwrap();
+        let f = staged
+            .update_deferring(&b, &mut |_| {}, COMPARISON)
+            .unwrap();
         assert!(f.pending && !f.kivi_pending);
         assert!(f.compare.rows.is_empty());
         staged.complete_with_progress(&mut |_| {}).unwrap();
