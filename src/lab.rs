@@ -2147,8 +2147,10 @@ fn data_figures(d: &Data) -> DataFigures {
 pub struct FileSummary {
     /// File name.
     pub file: String,
-    /// One-line summary.
+    /// One-line summary, in English ([`crate::io::FileAbout::english`] of `about`).
     pub summary: String,
+    /// What `summary` says, as fields, so the page can say it in its language.
+    pub about: crate::io::FileAbout,
     /// Loaded tensors.
     pub tensors: Vec<TensorSummary>,
     /// Tensors not loaded, with the reason.

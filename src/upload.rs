@@ -7,7 +7,10 @@
 //! first step runs in a second WebAssembly module (the `upload/` crate), fetched on the first
 //! upload: the file parsers are a fifth of the code, and most visits never upload a file.
 
-use crate::io::{self, HeadPick, Limits, LoadError, LoadedFile, NamedTensor};
+use crate::io::{
+    self, AttentionAbout, HeadPick, KvAbout, Limits, LoadError, LoadWarning, LoadedFile,
+    NamedTensor,
+};
 use crate::lab::{FileSummary, LabError, TensorSummary, UploadChoice};
 use crate::Matrix;
 use std::sync::Arc;
@@ -64,6 +67,37 @@ pub struct Chosen {
     values: Option<Matrix>,
     description: String,
     warnings: Vec<String>,
+}
+
+/// What [`Chosen::description`] and [`Chosen::warnings`] say, as fields, so the page can say
+/// it in its own language ([`UploadFigures::english`] is the description).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadFigures {
+    /// The attention matrix.
+    pub attention: AttentionAbout,
+    /// The keys.
+    pub keys: KvAbout,
+    /// The values, when given (else the keys stand in for them).
+    pub values: Option<KvAbout>,
+    /// The warnings.
+    pub warnings: Vec<LoadWarning>,
+}
+
+impl UploadFigures {
+    /// The English description, e.g. `uploaded: attention [S=16, T=40]: 16 query steps over 40
+    /// tokens; KV [T=40, d=8]: 40 tokens x 8 channels; no V given: K stands in for V`.
+    pub fn english(&self) -> String {
+        let values = match &self.values {
+            Some(v) => format!("V: {}", v.english()),
+            None => "no V given: K stands in for V".to_string(),
+        };
+        format!(
+            "uploaded: {}; {}; {values}",
+            self.attention.english(),
+            self.keys.english()
+        )
+    }
 }
 
 impl Chosen {
@@ -162,6 +196,7 @@ impl Uploads {
         let summary = FileSummary {
             file: loaded.file_name.clone(),
             summary: loaded.summary.clone(),
+            about: loaded.about.clone(),
             tensors: loaded
                 .tensors
                 .iter()
@@ -213,6 +248,15 @@ impl Uploads {
     /// `keys` and optionally `values` (`[T,d]`, `[H,T,d]`, `[L,H,T,d]` with `layer`/`head`).
     /// Checks that `T` agrees; normalises the attention rows when asked.
     pub fn choose(&self, choice: &UploadChoice) -> Result<Chosen, UploadError> {
+        self.choose_described(choice).map(|(chosen, _)| chosen)
+    }
+
+    /// [`Uploads::choose`], with what the chosen tensors' description and warnings say, as
+    /// fields (for the page, which words them in its own language).
+    pub fn choose_described(
+        &self,
+        choice: &UploadChoice,
+    ) -> Result<(Chosen, UploadFigures), UploadError> {
         let head = match choice.head_mode.as_str() {
             "mean" => HeadPick::Mean,
             "max" => HeadPick::Max,
@@ -240,20 +284,21 @@ impl Uploads {
             }
             _ => None,
         };
-        let mut description = format!("uploaded: {}; {}", att.description, kv.description);
-        if let Some(v) = &vv {
-            description.push_str(&format!("; V: {}", v.description));
-        } else {
-            description.push_str("; no V given: K stands in for V");
-        }
-        let warnings: Vec<String> = att.warnings.iter().map(|w| w.to_string()).collect();
-        Chosen::new(
+        let about = UploadFigures {
+            attention: att.about,
+            keys: kv.about,
+            values: vv.as_ref().map(|v| v.about.clone()),
+            warnings: att.warnings,
+        };
+        let warnings: Vec<String> = about.warnings.iter().map(|w| w.to_string()).collect();
+        let chosen = Chosen::new(
             att.matrix,
             kv.matrix,
             vv.map(|v| v.matrix),
-            description,
+            about.english(),
             warnings,
-        )
+        )?;
+        Ok((chosen, about))
     }
 }
 
@@ -268,6 +313,47 @@ mod tests {
             head_mode: "head".into(),
             ..UploadChoice::default()
         }
+    }
+
+    #[test]
+    fn the_description_and_warnings_are_the_english_of_their_fields() {
+        let mut up = Uploads::new();
+        // [H=2, S=2, T=3]: head 1's rows sum to 2
+        up.load(
+            "h.json",
+            br#"{"shape": [2, 2, 3], "data": [0.5, 0.5, 0, 0.2, 0.3, 0.5, 1, 1, 0, 0.4, 0.6, 1]}"#,
+        )
+        .expect("attention");
+        up.load(
+            "k.json",
+            br#"{"shape": [2, 3, 2], "data": [1,2,3,4,5,6,7,8,9,10,11,12]}"#,
+        )
+        .expect("keys");
+        let mut c = choice("h.json", "k.json");
+        c.head_mode = "max".into();
+        c.kv_head = 1;
+        c.values = Some("k.json".into());
+        let (chosen, about) = up.choose_described(&c).expect("chosen");
+        assert_eq!(chosen.description(), about.english());
+        assert_eq!(
+            about.english(),
+            "uploaded: attention [H=2, S=2, T=3]: max over 2 heads (rows no longer sum to 1); \
+             2 query steps over 3 tokens; KV [H=2, T=3, d=2]: head 1 of 2 (heads 0..=1); 3 tokens \
+             x 2 channels; V: KV [H=2, T=3, d=2]: head 1 of 2 (heads 0..=1); 3 tokens x 2 channels"
+        );
+        assert_eq!(
+            (about.attention.pick, about.attention.heads),
+            ("max", Some(2))
+        );
+        assert_eq!((about.keys.head, about.keys.layers), (1, None));
+        let warned: Vec<String> = about.warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(chosen.warnings(), warned.as_slice());
+        assert!(matches!(
+            about.warnings.as_slice(),
+            [LoadWarning::RowSums { rows_off: 2, rows: 4, worst_row, .. }] if worst_row[0] == 1
+        ));
+        // choose is choose_described without the fields
+        assert_eq!(up.choose(&c).expect("chosen"), chosen);
     }
 
     #[test]

@@ -267,22 +267,26 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       figures: page.complete(progress),
     })),
     draw: ({ draw: spec }) => ({ timings: { compute: 0, draws: draw(spec) } }),
+    /** `{name, bytes}` → `{file, summary, about, tensors, skipped}` (`about`: the fields of `summary`). */
     loadFile: async ({ name, bytes }) => (await uploadsModule()).load(name, bytes),
     useUploaded: async ({ id, choice, keep, draw: spec }) => {
       const uploads = await uploadsModule();
       return computeAndDraw(id, spec, (progress) => {
         const chosen = uploads.choose(...choiceArgs(choice));
         let result;
+        let about;
         try {
           result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
             chosen.values(), chosen.valuesWidth, chosen.description, chosen.warnings(), progress);
+          about = chosen.about();
         } finally {
           chosen.free();
         }
         // The uploaded data's shape plus the page's own keys (language, embed mode).
         const settings = { ...page.settings(), ...keep };
         const figures = page.update(settings, progress, false, false);
-        return { result, settings, figures, query: toQuery(settings) };
+        // (`about`: what the description and warnings say, as fields the page words)
+        return { result, about, settings, figures, query: toQuery(settings) };
       });
     },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({

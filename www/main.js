@@ -54,7 +54,8 @@ const app = {
   ready: false, // the first view is on screen
   presented: false, // the controls are wired and the model presets listed (present())
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
-  upload: null, // {choice} of the uploaded data in use, replayed after Stop
+  upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
+  uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   inFlight: false, // an update request is with the engine
   requests: 0, // requests of any kind not yet answered
   progressTimer: 0,
@@ -664,7 +665,7 @@ const onScreen = new IntersectionObserver((entries) => {
  */
 function describeData(d) {
   const g = d.generator;
-  if (!g) return d.description;
+  if (!g) return app.upload?.about ? describeUpload(app.upload.about) : d.description;
   const fields = {
     pattern: t(app.lang, `pattern.short.${g.pattern}`),
     S: d.steps,
@@ -675,6 +676,74 @@ function describeData(d) {
     seed: g.seed,
   };
   return fill(t(app.lang, 'data.description.generated'), fields);
+}
+
+// Uploads, worded from the upload module's fields (kvlab::io::FileAbout, AttentionAbout,
+// KvAbout, LoadWarning; in English each equals the engine's own line).
+
+const shapeText = (shape) => `[${shape.join(', ')}]`;
+
+/** The shortest decimal that reads back as the same f32 (what Rust prints for an f32). */
+function f32Text(v) {
+  for (let p = 1; p < 10; p += 1) {
+    const s = Number(v.toPrecision(p));
+    if (Math.fround(s) === v) return String(s);
+  }
+  return String(v);
+}
+
+/** An uploaded file's one-line summary. */
+function describeFile(file, about) {
+  const tr = (key) => t(app.lang, key);
+  const fields = { file, shape: shapeText(about.shape ?? []) };
+  if (about.format === 'npy') {
+    Object.assign(fields, { version: about.version, dtype: about.dtype, order: about.fortranOrder ? 'Fortran' : 'C' });
+  } else if (about.format === 'csv') {
+    Object.assign(fields, {
+      delimiter: tr(`file.delimiter.${about.delimiter}`),
+      header: tr(about.headerRow ? 'file.header.yes' : 'file.header.no'),
+    });
+  } else if (about.format === 'safetensors') {
+    Object.assign(fields, { loaded: about.loaded, skipped: about.skipped });
+  }
+  return fill(tr(`file.about.${about.format}`), fields);
+}
+
+/** The uploaded data in use: attention, keys and values. */
+function describeUpload(u) {
+  const tr = (key) => t(app.lang, key);
+  const a = u.attention;
+  const { heads: h, steps: S, tokens: T } = a;
+  const attention = fill(tr('upload.attention'), {
+    dims: `[${[h != null && `H=${h}`, a.causal ? `T=${T}` : `S=${S}`, `T=${T}`].filter(Boolean).join(', ')}]`,
+    head: h == null ? '' : fill(tr(`upload.head.${a.pick}`), { head: a.head, heads: h, lastHead: h - 1 }),
+    body: fill(tr(a.causal ? 'upload.body.causal' : S === T ? 'upload.body.square' : 'upload.body.steps'), { S, T }),
+  });
+  const kv = (k) => fill(tr('upload.kv'), {
+    dims: `[${[k.layers != null && `L=${k.layers}`, k.heads != null && `H=${k.heads}`, `T=${k.tokens}`, `d=${k.channels}`].filter(Boolean).join(', ')}]`,
+    pick: k.heads == null ? '' : fill(tr(k.layers != null ? 'upload.kv.layer-head' : 'upload.kv.head'), {
+      layer: k.layer, layers: k.layers, lastLayer: k.layers - 1, head: k.head, heads: k.heads, lastHead: k.heads - 1,
+    }),
+    T: k.tokens,
+    d: k.channels,
+  });
+  return fill(tr('upload.description'), {
+    attention,
+    keys: kv(u.keys),
+    values: u.values ? fill(tr('upload.values'), { kv: kv(u.values) }) : tr('upload.no-values'),
+  });
+}
+
+/** One of the upload's warnings (`rowSums`: attention rows that do not sum to 1). */
+function describeWarning(w) {
+  return fill(t(app.lang, `upload.warn.${w.kind}`), {
+    file: w.file,
+    rowsOff: w.rowsOff,
+    rows: w.rows,
+    row: shapeText(w.worstRow),
+    sum: f32Text(w.worstSum),
+    tolerance: f32Text(w.tolerance),
+  });
 }
 
 /** Writes figures and formulas of `sections` (the engine has drawn their charts). */
@@ -895,6 +964,10 @@ async function setLanguage(lang) {
   } catch {
     // ignore
   }
+  for (const li of document.querySelectorAll('#file-list li[data-about]')) {
+    li.textContent = describeFile(li.dataset.file, JSON.parse(li.dataset.about));
+  }
+  if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
   if (app.client && app.good) {
     app.good.lang = lang;
     app.settings.lang = lang;
@@ -921,6 +994,7 @@ function download(name, blob) {
 }
 
 function showWarnings(target, list) {
+  if (target === '#upload-warnings') app.uploadNotes = null;
   const el = $(target);
   if (!list.length) {
     if (!el.hidden) el.hidden = true;
@@ -928,6 +1002,17 @@ function showWarnings(target, list) {
   }
   el.textContent = list.join(' · ');
   el.hidden = false;
+}
+
+/**
+ * The upload's warnings (`about.warnings`, fields) in the page's language; `lines`, the
+ * engine's English lines, go to data-value (for tests, as figures' do).
+ */
+function showUploadWarnings(about, lines) {
+  const notes = about?.warnings ?? [];
+  showWarnings('#upload-warnings', notes.map(describeWarning));
+  app.uploadNotes = notes.length ? notes : null;
+  if (lines) $('#upload-warnings').dataset.value = lines.join(' · ');
 }
 
 const MAX_UPLOAD = 256 * 1024 * 1024;
@@ -1002,7 +1087,11 @@ async function addFile(name, buf) {
   uploads.set(name, buf);
   const list = $('#file-list');
   const li = document.createElement('li');
-  li.textContent = summary.summary;
+  // In the page's language; the engine's English line stays in data-value (as figures' do).
+  li.dataset.file = summary.file;
+  li.dataset.about = JSON.stringify(summary.about);
+  li.dataset.value = summary.summary;
+  li.textContent = describeFile(summary.file, summary.about);
   list.append(li);
   for (const s of summary.skipped) {
     const sk = document.createElement('li');
@@ -1079,9 +1168,9 @@ async function onUse(button) {
     const used = new Set([choice.attention, choice.keys, choice.values].filter(Boolean).map((v) => v.split('::')[0]));
     const files = [...used].map((name) => ({ name, bytes: uploads.get(name) })).filter((f) => f.bytes);
     savedUpload.put({ files, choice }).catch(() => {}); // storage may be blocked: the view still works
-    app.upload = { choice };
+    app.upload = { choice, about: reply.about };
     errorSlot(button).hidden = true;
-    showWarnings('#upload-warnings', reply.result.warnings);
+    showUploadWarnings(reply.about, reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
   } catch (e) {
     reportError(button, e);
@@ -1204,7 +1293,8 @@ async function restoreUpload(saved, first) {
     for (const f of saved.files) await addFile(f.name, f.bytes);
     $('#upload-choice').hidden = false;
     const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: first.settings.embed } });
-    app.upload = { choice: saved.choice };
+    app.upload = { choice: saved.choice, about: reply.about };
+    showUploadWarnings(reply.about, reply.result.warnings);
     return reply;
   } catch (e) {
     savedUpload.clear().catch(() => {});

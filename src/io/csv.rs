@@ -17,8 +17,10 @@
 
 use super::{Limits, LoadError, Tensor};
 
-/// The cell separator found on the first content line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The cell separator found on the first content line (for the page: `comma`, `tab`,
+/// `semicolon` or `space`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Delimiter {
     /// `,`
     Comma,
@@ -27,6 +29,7 @@ pub enum Delimiter {
     /// `;` (spreadsheets in locales with decimal commas)
     Semicolon,
     /// One or more spaces or tabs.
+    #[serde(rename = "space")]
     Whitespace,
 }
 
@@ -38,6 +41,17 @@ impl Delimiter {
             Delimiter::Tab => "tab-separated",
             Delimiter::Semicolon => "semicolon-separated",
             Delimiter::Whitespace => "space-separated",
+        }
+    }
+
+    /// Its name for the page's own wording (its serde form): `comma`, `tab`, `semicolon` or
+    /// `space`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Delimiter::Comma => "comma",
+            Delimiter::Tab => "tab",
+            Delimiter::Semicolon => "semicolon",
+            Delimiter::Whitespace => "space",
         }
     }
 

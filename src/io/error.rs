@@ -555,8 +555,14 @@ pub enum LoadError {
     },
 }
 
-/// Something suspicious that does not stop the data from being used.
-#[derive(Debug, Clone, PartialEq, Error)]
+/// Something suspicious that does not stop the data from being used. Serialized for the page
+/// (which words it in its language) as `{kind: "rowSums", file, rowsOff, ...}`.
+#[derive(Debug, Clone, PartialEq, Error, serde::Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum LoadWarning {
     /// Attention rows whose sums are not within `tolerance` of 1. The page offers
     /// [`normalise_rows`](super::normalise_rows), which divides each row by its sum.

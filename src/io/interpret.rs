@@ -63,6 +63,8 @@ pub struct AttentionView {
     pub heads: Option<usize>,
     /// E.g. `attention [H=8, S=64, T=512]: head 3 of 8 (heads 0..=7); 64 query steps over 512 tokens`.
     pub description: String,
+    /// What `description` says, as fields.
+    pub about: AttentionAbout,
     /// Suspicious but usable: rows not summing to 1 (offer [`normalise_rows`]).
     pub warnings: Vec<LoadWarning>,
 }
@@ -88,8 +90,11 @@ pub struct KvView {
     pub layers: Option<usize>,
     /// `H` when the input was `[H, T, d]` or `[L, H, T, d]`.
     pub heads: Option<usize>,
-    /// E.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32, head 3 of 8; 512 tokens x 128 channels`.
+    /// E.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0..=31), head 3 of 8 (heads
+    /// 0..=7); 512 tokens x 128 channels`.
     pub description: String,
+    /// What `description` says, as fields.
+    pub about: KvAbout,
 }
 
 impl KvView {
@@ -256,33 +261,82 @@ pub fn interpret_attention(
     } else {
         AttentionKind::Steps
     };
-    let dims = match heads {
-        Some(h) if causal => format!("[H={h}, T={t}, T={t}]"),
-        Some(h) => format!("[H={h}, S={s}, T={t}]"),
-        None if causal => format!("[T={t}, T={t}]"),
-        None => format!("[S={s}, T={t}]"),
-    };
-    let head_text = match (heads, pick) {
-        (None, _) => String::new(),
-        (Some(h), HeadPick::Head(i)) => format!("head {i} of {h} (heads 0..={}); ", h - 1),
-        (Some(h), HeadPick::Mean) => format!("mean over {h} heads; "),
-        (Some(h), HeadPick::Max) => format!("max over {h} heads (rows no longer sum to 1); "),
-        (Some(h), HeadPick::Sum) => format!("sum over {h} heads (rows sum to {h}); "),
-    };
-    let body = if causal {
-        "full causal matrix; the last rows are the observation window".to_string()
-    } else if s == t {
-        format!("{s} query steps over {t} tokens (square, but with weight above the diagonal, so not a causal history)")
-    } else {
-        format!("{s} query steps over {t} tokens")
+    let about = AttentionAbout {
+        heads,
+        steps: s,
+        tokens: t,
+        causal,
+        pick: match pick {
+            HeadPick::Head(_) => "head",
+            HeadPick::Mean => "mean",
+            HeadPick::Max => "max",
+            HeadPick::Sum => "sum",
+        },
+        head: match pick {
+            HeadPick::Head(i) => i,
+            _ => 0,
+        },
     };
     Ok(AttentionView {
         matrix,
         kind,
         heads,
-        description: format!("attention {dims}: {head_text}{body}"),
+        description: about.english(),
+        about,
         warnings,
     })
+}
+
+/// What the page says about an attention matrix in use, as fields (the page words them in its
+/// language; [`AttentionAbout::english`] is [`AttentionView::description`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttentionAbout {
+    /// `H` when the input was `[H, S, T]`.
+    pub heads: Option<usize>,
+    /// `S`.
+    pub steps: usize,
+    /// `T`.
+    pub tokens: usize,
+    /// A full causal `[T, T]` matrix (nothing above the diagonal).
+    pub causal: bool,
+    /// How the heads were reduced: `head`, `mean`, `max` or `sum` (only read with `heads`).
+    pub pick: &'static str,
+    /// The head used with `pick` = `head`.
+    pub head: usize,
+}
+
+impl AttentionAbout {
+    /// The English line, e.g. `attention [H=8, S=64, T=512]: head 3 of 8 (heads 0..=7); 64
+    /// query steps over 512 tokens`.
+    pub fn english(&self) -> String {
+        let (s, t) = (self.steps, self.tokens);
+        let dims = match self.heads {
+            Some(h) if self.causal => format!("[H={h}, T={t}, T={t}]"),
+            Some(h) => format!("[H={h}, S={s}, T={t}]"),
+            None if self.causal => format!("[T={t}, T={t}]"),
+            None => format!("[S={s}, T={t}]"),
+        };
+        let head_text = match (self.heads, self.pick) {
+            (None, _) => String::new(),
+            (Some(h), "mean") => format!("mean over {h} heads; "),
+            (Some(h), "max") => format!("max over {h} heads (rows no longer sum to 1); "),
+            (Some(h), "sum") => format!("sum over {h} heads (rows sum to {h}); "),
+            (Some(h), _) => format!(
+                "head {} of {h} (heads 0..={}); ",
+                self.head,
+                h.saturating_sub(1)
+            ),
+        };
+        let body = if self.causal {
+            "full causal matrix; the last rows are the observation window".to_string()
+        } else if s == t {
+            format!("{s} query steps over {t} tokens (square, but with weight above the diagonal, so not a causal history)")
+        } else {
+            format!("{s} query steps over {t} tokens")
+        };
+        format!("attention {dims}: {head_text}{body}")
+    }
 }
 
 /// Counts rows (over the heads used) whose sum is off 1 by more than the tolerance.
@@ -407,29 +461,70 @@ pub fn interpret_kv(source: &str, tensor: &Tensor, pick: KvPick) -> Result<KvVie
         .ok_or_else(|| empty(source, "KV", shape))?;
     check_finite_slice(source, "KV", shape, start, values)?;
     let matrix = Matrix::new(t, d, values.to_vec()).map_err(|_| empty(source, "KV", shape))?;
-    let (dims, pick_text) = match (layers, heads) {
-        (Some(l), Some(h)) => (
-            format!("[L={l}, H={h}, T={t}, d={d}]"),
-            format!(
-                "layer {} of {l} (layers 0..={}), head {} of {h} (heads 0..={}); ",
-                pick.layer,
-                l - 1,
-                pick.head,
-                h - 1
-            ),
-        ),
-        (None, Some(h)) => (
-            format!("[H={h}, T={t}, d={d}]"),
-            format!("head {} of {h} (heads 0..={}); ", pick.head, h - 1),
-        ),
-        _ => (format!("[T={t}, d={d}]"), String::new()),
+    let about = KvAbout {
+        layers,
+        heads,
+        tokens: t,
+        channels: d,
+        layer: pick.layer,
+        head: pick.head,
     };
     Ok(KvView {
         matrix,
         layers,
         heads,
-        description: format!("KV {dims}: {pick_text}{t} tokens x {d} channels"),
+        description: about.english(),
+        about,
     })
+}
+
+/// What the page says about a KV matrix in use, as fields (the page words them in its language;
+/// [`KvAbout::english`] is [`KvView::description`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvAbout {
+    /// `L` when the input was `[L, H, T, d]`.
+    pub layers: Option<usize>,
+    /// `H` when the input was `[H, T, d]` or `[L, H, T, d]`.
+    pub heads: Option<usize>,
+    /// `T`.
+    pub tokens: usize,
+    /// `d`.
+    pub channels: usize,
+    /// The layer used (read with `layers`).
+    pub layer: usize,
+    /// The head used (read with `heads`).
+    pub head: usize,
+}
+
+impl KvAbout {
+    /// The English line, e.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0..=31),
+    /// head 3 of 8 (heads 0..=7); 512 tokens x 128 channels`.
+    pub fn english(&self) -> String {
+        let (t, d) = (self.tokens, self.channels);
+        let (dims, pick_text) = match (self.layers, self.heads) {
+            (Some(l), Some(h)) => (
+                format!("[L={l}, H={h}, T={t}, d={d}]"),
+                format!(
+                    "layer {} of {l} (layers 0..={}), head {} of {h} (heads 0..={}); ",
+                    self.layer,
+                    l.saturating_sub(1),
+                    self.head,
+                    h.saturating_sub(1)
+                ),
+            ),
+            (_, Some(h)) => (
+                format!("[H={h}, T={t}, d={d}]"),
+                format!(
+                    "head {} of {h} (heads 0..={}); ",
+                    self.head,
+                    h.saturating_sub(1)
+                ),
+            ),
+            _ => (format!("[T={t}, d={d}]"), String::new()),
+        };
+        format!("KV {dims}: {pick_text}{t} tokens x {d} channels")
+    }
 }
 
 /// Checks the attention's `T` (its last axis, the tokens attended to) equals the KV tensor's `T`

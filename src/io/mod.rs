@@ -27,7 +27,8 @@ pub mod safetensors;
 pub use error::{LoadError, LoadWarning};
 pub use interpret::{
     check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows,
-    AttentionKind, AttentionView, HeadPick, KvPick, KvView, ROW_SUM_TOLERANCE,
+    AttentionAbout, AttentionKind, AttentionView, HeadPick, KvAbout, KvPick, KvView,
+    ROW_SUM_TOLERANCE,
 };
 
 pub(crate) use error::fmt_shape;
@@ -205,8 +206,97 @@ pub struct LoadedFile {
     pub tensors: Vec<NamedTensor>,
     /// Tensors listed but not loaded (safetensors only: integer dtypes, empty, rank > 4, NaN).
     pub skipped: Vec<SkippedTensor>,
-    /// One line for the page, e.g. `attn.npy: npy 1.0, <f4 (float32), C order, shape [8, 64, 512]`.
+    /// One line for the page, e.g. `attn.npy: npy 1.0, <f4 (float32), C order, shape [8, 64, 512]`
+    /// ([`FileAbout::english`] of `about`).
     pub summary: String,
+    /// What `summary` says, as fields, so the page can say it in its own language.
+    pub about: FileAbout,
+}
+
+/// What the page says about a loaded file (its format's details), as fields; the page words them
+/// in its language, and [`FileAbout::english`] is the English line ([`LoadedFile::summary`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(
+    tag = "format",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum FileAbout {
+    /// A `.npy` file.
+    Npy {
+        /// Format version, `1.0`, `2.0` or `3.0`.
+        version: String,
+        /// The stored dtype, e.g. `<f4 (float32)`.
+        dtype: String,
+        /// Stored in Fortran (column-major) order.
+        fortran_order: bool,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// A text table.
+    Csv {
+        /// The delimiter (as `comma`, `tab`, `semicolon` or `space`).
+        delimiter: csv::Delimiter,
+        /// Whether a header row was found (and skipped).
+        header_row: bool,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// A `.json` file.
+    Json {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// A `.safetensors` file.
+    Safetensors {
+        /// Tensors loaded.
+        loaded: usize,
+        /// Tensors listed but not loaded.
+        skipped: usize,
+    },
+}
+
+impl FileAbout {
+    /// The English line for `file_name`, e.g. `k.csv: comma-separated text, no header row, shape
+    /// [40, 8]`.
+    ///
+    /// ```
+    /// use kvlab::io::FileAbout;
+    /// let about = FileAbout::Json { shape: vec![2, 3] };
+    /// assert_eq!(about.english("a.json"), "a.json: json, shape [2, 3]");
+    /// ```
+    pub fn english(&self, file_name: &str) -> String {
+        match self {
+            FileAbout::Npy {
+                version,
+                dtype,
+                fortran_order,
+                shape,
+            } => format!(
+                "{file_name}: npy {version}, {dtype}, {} order, shape {}",
+                if *fortran_order { "Fortran" } else { "C" },
+                fmt_shape(shape)
+            ),
+            FileAbout::Csv {
+                delimiter,
+                header_row,
+                shape,
+            } => format!(
+                "{file_name}: {} text, {}, shape {}",
+                delimiter.name(),
+                if *header_row {
+                    "header row skipped"
+                } else {
+                    "no header row"
+                },
+                fmt_shape(shape)
+            ),
+            FileAbout::Json { shape } => format!("{file_name}: json, shape {}", fmt_shape(shape)),
+            FileAbout::Safetensors { loaded, skipped } => {
+                format!("{file_name}: safetensors, {loaded} tensor(s) loaded, {skipped} skipped")
+            }
+        }
+    }
 }
 
 impl LoadedFile {
@@ -299,34 +389,29 @@ pub fn load(file_name: &str, bytes: &[u8], limits: &Limits) -> Result<LoadedFile
     match format {
         Format::Npy => {
             let (header, tensor) = npy::load_with_header(file_name, bytes, limits)?;
-            let summary = format!(
-                "{file_name}: npy {}.{}, {}, {} order, shape {}",
-                header.version.0,
-                header.version.1,
-                header.dtype.label(),
-                if header.fortran_order { "Fortran" } else { "C" },
-                fmt_shape(&header.shape)
-            );
-            Ok(single(file, format, header.dtype.label(), tensor, summary))
+            let about = FileAbout::Npy {
+                version: format!("{}.{}", header.version.0, header.version.1),
+                dtype: header.dtype.label(),
+                fortran_order: header.fortran_order,
+                shape: header.shape.clone(),
+            };
+            Ok(single(file, format, header.dtype.label(), tensor, about))
         }
         Format::Csv => {
             let table = csv::load(file_name, bytes, limits)?;
-            let summary = format!(
-                "{file_name}: {} text, {}, shape {}",
-                table.delimiter.name(),
-                if table.header.is_some() {
-                    "header row skipped"
-                } else {
-                    "no header row"
-                },
-                fmt_shape(table.tensor.shape())
-            );
-            Ok(single(file, format, "text".into(), table.tensor, summary))
+            let about = FileAbout::Csv {
+                delimiter: table.delimiter,
+                header_row: table.header.is_some(),
+                shape: table.tensor.shape().to_vec(),
+            };
+            Ok(single(file, format, "text".into(), table.tensor, about))
         }
         Format::Json => {
             let tensor = json::load(file_name, bytes, limits)?;
-            let summary = format!("{file_name}: json, shape {}", fmt_shape(tensor.shape()));
-            Ok(single(file, format, "json number".into(), tensor, summary))
+            let about = FileAbout::Json {
+                shape: tensor.shape().to_vec(),
+            };
+            Ok(single(file, format, "json number".into(), tensor, about))
         }
         Format::Safetensors => load_safetensors(file_name, bytes, limits),
     }
@@ -338,9 +423,10 @@ fn single(
     format: Format,
     dtype: String,
     tensor: Tensor,
-    summary: String,
+    about: FileAbout,
 ) -> LoadedFile {
     LoadedFile {
+        summary: about.english(&file),
         tensors: vec![NamedTensor {
             name: file.clone(),
             dtype,
@@ -349,7 +435,7 @@ fn single(
         file_name: file,
         format,
         skipped: Vec::new(),
-        summary,
+        about,
     }
 }
 
@@ -371,8 +457,13 @@ fn load_safetensors(
     if let [info] = infos.as_slice() {
         // One tensor: its own error is the most specific thing to say.
         let tensor = safetensors::load_info(file_name, bytes, info, limits)?;
-        let summary = format!("{file_name}: safetensors, 1 tensor(s) loaded, 0 skipped");
+        let about = FileAbout::Safetensors {
+            loaded: 1,
+            skipped: 0,
+        };
         return Ok(LoadedFile {
+            summary: about.english(file_name),
+            about,
             file_name: file_name.to_string(),
             format: Format::Safetensors,
             tensors: vec![NamedTensor {
@@ -381,7 +472,6 @@ fn load_safetensors(
                 tensor,
             }],
             skipped: Vec::new(),
-            summary,
         });
     }
     for info in &infos {
@@ -429,17 +519,17 @@ fn load_safetensors(
             reasons,
         });
     }
-    let summary = format!(
-        "{file_name}: safetensors, {} tensor(s) loaded, {} skipped",
-        tensors.len(),
-        skipped.len()
-    );
+    let about = FileAbout::Safetensors {
+        loaded: tensors.len(),
+        skipped: skipped.len(),
+    };
     Ok(LoadedFile {
+        summary: about.english(file_name),
+        about,
         file_name: file_name.to_string(),
         format: Format::Safetensors,
         tensors,
         skipped,
-        summary,
     })
 }
 
@@ -544,6 +634,58 @@ pub(crate) fn escape_bytes(bytes: &[u8], max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_about_holds_what_the_summary_says_for_every_format() {
+        let limits = Limits::default();
+        let csv = load("k.tsv", b"a\tb\n1\t2\n3\t4\n", &limits).expect("csv");
+        let json = load("q.json", b"[[1, 2, 3]]", &limits).expect("json");
+        let npy = load(
+            "x.npy",
+            &std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/interpret/kv_t4_d2.npy"
+            ))
+            .expect("fixture"),
+            &limits,
+        )
+        .expect("npy");
+        assert_eq!(
+            csv.about,
+            FileAbout::Csv {
+                delimiter: csv::Delimiter::Tab,
+                header_row: true,
+                shape: vec![2, 2],
+            }
+        );
+        assert_eq!(json.about, FileAbout::Json { shape: vec![1, 3] });
+        assert!(matches!(
+            &npy.about,
+            FileAbout::Npy { version, fortran_order: false, shape, .. }
+                if version == "1.0" && shape == &vec![4, 2]
+        ));
+        for f in [&csv, &json, &npy] {
+            assert_eq!(f.summary, f.about.english(&f.file_name));
+        }
+        assert_eq!(
+            csv.summary,
+            "k.tsv: tab-separated text, header row skipped, shape [2, 2]"
+        );
+        // The page reads the delimiter by its key; the key is its serde name.
+        for d in [
+            csv::Delimiter::Comma,
+            csv::Delimiter::Tab,
+            csv::Delimiter::Semicolon,
+            csv::Delimiter::Whitespace,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&d).expect("serialize"),
+                format!("\"{}\"", d.key())
+            );
+        }
+        let tags = serde_json::to_value(&json.about).expect("serialize");
+        assert_eq!(tags["format"], "json");
+    }
 
     #[test]
     fn multi_index_is_c_order() {

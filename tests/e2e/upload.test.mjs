@@ -242,3 +242,72 @@ test('Stop while a saved upload is restored on load: generated data, the upload 
   assert.deepEqual([...problems, ...errors], []);
   await next.close();
 });
+
+test('an upload is described in the page\'s language: file list, data description and warnings', async () => {
+  // (its own browser: the language switch and the saved upload stay out of the other tests)
+  const own = await launch();
+  const { page, problems } = await open(own.context, urlWith({ budget: 20, lang: 'en' }));
+  // Two heads; head 1's rows sum to 1.3, which the warning names (as the f32 1.3000001).
+  const heads = [...attention(), ...attention().map((v) => v * 1.3)];
+  const csv = Array.from({ length: T }, (_, r) => keys().slice(r * D, (r + 1) * D).join(',')).join('\n');
+  await page.locator('details.upload summary').click();
+  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    { name: 'heads.npy', mimeType: 'application/octet-stream', buffer: npy([2, S, T], heads) },
+    { name: 'k.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) },
+    { name: 'v.npy', mimeType: 'application/octet-stream', buffer: npy([2, T, D], [...keys(), ...keys()]) },
+  ]);
+  await page.locator('#file-list li', { hasText: 'v.npy' }).waitFor();
+  await page.getByLabel('Attention tensor', { exact: true }).selectOption('heads.npy::heads.npy');
+  await page.getByLabel('Keys tensor', { exact: true }).selectOption('k.csv::k.csv');
+  await page.getByLabel('Values tensor', { exact: true }).selectOption('v.npy::v.npy');
+  await page.getByLabel('Heads', { exact: true }).selectOption('mean');
+  await page.getByLabel('KV head', { exact: true }).fill('1');
+  await page.getByRole('button', { name: 'Use these tensors' }).click();
+  await settle(page);
+
+  // What the page shows, and the engine's English line of each (data-value).
+  const read = () => page.evaluate(() => {
+    const pair = (el) => ({ text: el.textContent, engine: el.dataset.value });
+    return {
+      files: [...document.querySelectorAll('#file-list li[data-about]')].map(pair),
+      description: pair(document.querySelector('[data-figure="data-description"]')),
+      warnings: pair(document.querySelector('#upload-warnings')),
+    };
+  });
+  const en = await read();
+  assert.equal(en.files.length, 3);
+  // In English the page's words are the engine's own lines, for every format and field.
+  for (const shown of [...en.files, en.description, en.warnings]) assert.equal(shown.text, shown.engine);
+  assert.deepEqual(en.files.map((f) => f.text), [
+    'heads.npy: npy 1.0, <f4 (float32), C order, shape [2, 16, 40]',
+    'k.csv: comma-separated text, no header row, shape [40, 8]',
+    'v.npy: npy 1.0, <f4 (float32), C order, shape [2, 40, 8]',
+  ]);
+  assert.equal(en.description.text, 'uploaded: attention [H=2, S=16, T=40]: mean over 2 heads; 16 query steps '
+    + 'over 40 tokens; KV [T=40, d=8]: 40 tokens x 8 channels; V: KV [H=2, T=40, d=8]: head 1 of 2 (heads 0..=1); '
+    + '40 tokens x 8 channels');
+  assert.match(en.warnings.text, /^heads\.npy: 16 of 32 attention rows do not sum to 1 \(±0\.01\); the worst is row \[1, \d+\] with sum 1\.3000001\. Normalise/);
+
+  await page.getByRole('button', { name: 'Switch language' }).click();
+  await settle(page);
+  const zh = await read();
+  assert.deepEqual(zh.files.map((f) => f.text), [
+    'heads.npy：npy 1.0，<f4 (float32)，C 顺序，形状 [2, 16, 40]',
+    'k.csv：逗号分隔的文本，无表头行，形状 [40, 8]',
+    'v.npy：npy 1.0，<f4 (float32)，C 顺序，形状 [2, 40, 8]',
+  ]);
+  assert.equal(zh.description.text, '上传数据：注意力 [H=2, S=16, T=40]：2 个头的平均；16 个查询步 × 40 个 token；'
+    + 'KV [T=40, d=8]：40 个 token × 8 个通道；V：KV [H=2, T=40, d=8]：2 个头中的第 1 个（头 0..=1）；40 个 token × 8 个通道');
+  assert.match(zh.warnings.text, /^heads\.npy：32 行注意力中有 16 行之和不为 1（±0\.01）；偏差最大的是第 \[1, \d+\] 行，和为 1\.3000001。/);
+  // The numbers are the English line's.
+  const numbers = (s) => s.match(/\d+(\.\d+)?/g);
+  assert.deepEqual(numbers(zh.warnings.text).sort(), numbers(en.warnings.text).sort());
+  for (const shown of [...zh.files, zh.description, zh.warnings]) assert.doesNotMatch(shown.text, /shape|uploaded|tokens|do not sum/);
+
+  await page.getByRole('button', { name: '切换语言' }).click();
+  await settle(page);
+  assert.deepEqual(await read(), en, 'back in English: the same lines');
+  assert.deepEqual(problems, []);
+  await page.close();
+  await own.close();
+});

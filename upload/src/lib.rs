@@ -15,9 +15,10 @@
 #[cfg(target_arch = "wasm32")]
 mod web {
     use js_sys::{Array, Float32Array, Object, Reflect};
+    use kvlab::io::{FileAbout, KvAbout, LoadWarning};
     use kvlab::js::error;
     use kvlab::lab::{FileSummary, UploadChoice};
-    use kvlab::upload::{Chosen as Picked, UploadError};
+    use kvlab::upload::{Chosen as Picked, UploadError, UploadFigures};
     use wasm_bindgen::prelude::*;
 
     /// Installs the panic hook once, when the module is instantiated.
@@ -44,7 +45,111 @@ mod web {
         items.map(JsValue::from).collect::<Array>().into()
     }
 
-    /// `{file, summary, tensors: [{name, shape, dtype}], skipped}`, built by hand: a serde
+    fn num(n: usize) -> JsValue {
+        JsValue::from(n as f64)
+    }
+
+    fn shape(s: &[usize]) -> JsValue {
+        s.iter().map(|&d| num(d)).collect::<Array>().into()
+    }
+
+    fn opt(n: Option<usize>) -> JsValue {
+        n.map_or(JsValue::NULL, num)
+    }
+
+    // The fields the page words in its language, built by hand like `summary_object` (a serde
+    // converter would cost more than all of them), named as their serde forms are.
+
+    /// [`FileAbout`] as `{format, ...}`.
+    fn file_about(a: &FileAbout) -> JsValue {
+        match a {
+            FileAbout::Npy {
+                version,
+                dtype,
+                fortran_order,
+                shape: s,
+            } => object(&[
+                ("format", "npy".into()),
+                ("version", version.as_str().into()),
+                ("dtype", dtype.as_str().into()),
+                ("fortranOrder", (*fortran_order).into()),
+                ("shape", shape(s)),
+            ]),
+            FileAbout::Csv {
+                delimiter,
+                header_row,
+                shape: s,
+            } => object(&[
+                ("format", "csv".into()),
+                ("delimiter", delimiter.key().into()),
+                ("headerRow", (*header_row).into()),
+                ("shape", shape(s)),
+            ]),
+            FileAbout::Json { shape: s } => {
+                object(&[("format", "json".into()), ("shape", shape(s))])
+            }
+            FileAbout::Safetensors { loaded, skipped } => object(&[
+                ("format", "safetensors".into()),
+                ("loaded", num(*loaded)),
+                ("skipped", num(*skipped)),
+            ]),
+        }
+    }
+
+    /// [`KvAbout`] as `{layers, heads, tokens, channels, layer, head}`.
+    fn kv_about(k: &KvAbout) -> JsValue {
+        object(&[
+            ("layers", opt(k.layers)),
+            ("heads", opt(k.heads)),
+            ("tokens", num(k.tokens)),
+            ("channels", num(k.channels)),
+            ("layer", num(k.layer)),
+            ("head", num(k.head)),
+        ])
+    }
+
+    /// [`UploadFigures`] as `{attention, keys, values, warnings}`.
+    fn upload_about(u: &UploadFigures) -> JsValue {
+        let a = &u.attention;
+        let attention = object(&[
+            ("heads", opt(a.heads)),
+            ("steps", num(a.steps)),
+            ("tokens", num(a.tokens)),
+            ("causal", a.causal.into()),
+            ("pick", a.pick.into()),
+            ("head", num(a.head)),
+        ]);
+        let warnings: Array = u
+            .warnings
+            .iter()
+            .map(|w| match w {
+                LoadWarning::RowSums {
+                    file,
+                    rows_off,
+                    rows,
+                    worst_row,
+                    worst_sum,
+                    tolerance,
+                } => object(&[
+                    ("kind", "rowSums".into()),
+                    ("file", file.as_str().into()),
+                    ("rowsOff", num(*rows_off)),
+                    ("rows", num(*rows)),
+                    ("worstRow", shape(worst_row)),
+                    ("worstSum", (*worst_sum).into()),
+                    ("tolerance", (*tolerance).into()),
+                ]),
+            })
+            .collect();
+        object(&[
+            ("attention", attention),
+            ("keys", kv_about(&u.keys)),
+            ("values", u.values.as_ref().map_or(JsValue::NULL, kv_about)),
+            ("warnings", warnings.into()),
+        ])
+    }
+
+    /// `{file, summary, about, tensors: [{name, shape, dtype}], skipped}`, built by hand: a serde
     /// converter would be the largest part of this module after the readers.
     fn summary_object(s: &FileSummary) -> JsValue {
         let tensors: Array = s
@@ -62,6 +167,7 @@ mod web {
         object(&[
             ("file", s.file.as_str().into()),
             ("summary", s.summary.as_str().into()),
+            ("about", file_about(&s.about)),
             ("tensors", tensors.into()),
             ("skipped", strings(s.skipped.iter().map(String::as_str))),
         ])
@@ -114,8 +220,11 @@ mod web {
                 kv_head,
                 normalise,
             };
-            let picked = self.inner.choose(&choice).map_err(|e| refused(&e))?;
-            Ok(Chosen { picked })
+            let (picked, about) = self
+                .inner
+                .choose_described(&choice)
+                .map_err(|e| refused(&e))?;
+            Ok(Chosen { picked, about })
         }
     }
 
@@ -124,6 +233,7 @@ mod web {
     #[wasm_bindgen]
     pub struct Chosen {
         picked: Picked,
+        about: UploadFigures,
     }
 
     #[wasm_bindgen]
@@ -170,6 +280,13 @@ mod web {
         /// Warnings (rows not summing to 1, ...).
         pub fn warnings(&self) -> Vec<String> {
             self.picked.warnings().to_vec()
+        }
+
+        /// What the description and the warnings say, as fields
+        /// ([`UploadFigures`]: `{attention, keys, values, warnings}`), for the page to word
+        /// in its language.
+        pub fn about(&self) -> JsValue {
+            upload_about(&self.about)
         }
     }
 }
