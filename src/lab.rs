@@ -12,7 +12,7 @@ use crate::budget::{
     breakdown, gib, tokens_that_fit, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
     QuantAccounting,
 };
-use crate::io::LoadError;
+use crate::io::{LoadError, TokenMismatch};
 use crate::kivi::{
     channel_vs_token_error, kivi_quantize, KiviBytes, KiviConfig, StreamBytes, TensorError,
 };
@@ -53,10 +53,12 @@ pub enum LabError {
     /// Budget accounting was refused.
     #[error("{0}")]
     Budget(#[from] BudgetError),
-    /// A file could not be used (shared: load errors carry file names and shapes, and a
-    /// comparison that failed hands its error to every policy, so it is cloned).
+    /// A file could not be used: the [`LoadError`]'s message (or a [`TokenMismatch`]'s), made
+    /// when the error is, so that a build which never reads a file (the page's module) does not
+    /// carry every reader's message. (Shared: a comparison that failed hands its error to every
+    /// policy, so it is cloned.)
     #[error("{0}")]
-    Load(Arc<LoadError>),
+    Load(Arc<str>),
     /// A setting outside its absolute range (see [`Settings::validate`]).
     #[error("{message}")]
     Setting {
@@ -77,7 +79,13 @@ pub enum LabError {
 
 impl From<LoadError> for LabError {
     fn from(e: LoadError) -> Self {
-        LabError::Load(Arc::new(e))
+        LabError::Load(e.to_string().into())
+    }
+}
+
+impl From<TokenMismatch> for LabError {
+    fn from(e: TokenMismatch) -> Self {
+        LabError::Load(e.to_string().into())
     }
 }
 

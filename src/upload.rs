@@ -9,7 +9,7 @@
 
 use crate::io::{
     self, AttentionAbout, HeadPick, KvAbout, Limits, LoadError, LoadWarning, LoadedFile,
-    NamedTensor,
+    NamedTensor, TokenMismatch,
 };
 use crate::lab::{FileSummary, LabError, TensorSummary, UploadChoice};
 use crate::Matrix;
@@ -39,10 +39,16 @@ impl From<LoadError> for UploadError {
     }
 }
 
+impl From<TokenMismatch> for UploadError {
+    fn from(e: TokenMismatch) -> Self {
+        LoadError::from(e).into()
+    }
+}
+
 impl From<UploadError> for LabError {
     fn from(e: UploadError) -> Self {
         match e {
-            UploadError::Load(e) => LabError::Load(e),
+            UploadError::Load(e) => LabError::Load(e.to_string().into()),
             missing @ UploadError::Missing { .. } => LabError::Range {
                 field: "file",
                 message: missing.to_string(),
@@ -119,17 +125,26 @@ impl Chosen {
         values: Option<Matrix>,
         description: String,
         warnings: Vec<String>,
-    ) -> Result<Chosen, UploadError> {
-        io::check_same_tokens(attention.cols(), keys.rows())?;
+    ) -> Result<Chosen, TokenMismatch> {
+        // (its own checks, not io's: the page's module calls this, and a LoadError would bring
+        // every reader's message into it)
+        let differ = |left: &str, left_t: usize, right: &str, right_t: usize| TokenMismatch {
+            left: left.to_string(),
+            left_t,
+            right: right.to_string(),
+            right_t,
+        };
+        if attention.cols() != keys.rows() {
+            return Err(differ(
+                "attention",
+                attention.cols(),
+                "the KV tensor",
+                keys.rows(),
+            ));
+        }
         if let Some(v) = &values {
             if v.rows() != keys.rows() {
-                return Err(LoadError::TokenMismatch {
-                    left: "K".to_string(),
-                    left_t: keys.rows(),
-                    right: "V".to_string(),
-                    right_t: v.rows(),
-                }
-                .into());
+                return Err(differ("K", keys.rows(), "V", v.rows()));
             }
         }
         Ok(Chosen {
@@ -414,14 +429,22 @@ mod tests {
             text.contains('K') && text.contains('4') && text.contains('3'),
             "{text}"
         );
-        let mismatch = |e: &UploadError, (l, r): (usize, usize)| {
-            matches!(e, UploadError::Load(x)
-                if matches!(**x, LoadError::TokenMismatch { left_t, right_t, .. } if (left_t, right_t) == (l, r)))
-        };
+        let mismatch = |e: &TokenMismatch, (l, r): (usize, usize)| (e.left_t, e.right_t) == (l, r);
         assert!(mismatch(&e, (4, 3)), "{e:?}");
         let e = Chosen::new(m(2, 4), m(5, 3), None, "d".into(), vec![]).unwrap_err();
         assert!(mismatch(&e, (4, 5)), "{e:?}");
-        assert_eq!(LabError::from(e).field(), "file");
+        // the same words as the readers' check (io::check_same_tokens)
+        assert_eq!(
+            e.to_string(),
+            io::check_same_tokens(4, 5).unwrap_err().to_string()
+        );
+        let lab = LabError::from(e.clone());
+        assert_eq!((lab.field(), lab.to_string()), ("file", e.to_string()));
+        let up = UploadError::from(e.clone());
+        assert!(
+            matches!(&up, UploadError::Load(x) if **x == LoadError::TokenMismatch(e.clone())),
+            "{up:?}"
+        );
         let (a, k, v, d, w) = Chosen::new(m(1, 2), m(2, 2), None, "desc".into(), vec!["w".into()])
             .expect("valid")
             .into_parts();

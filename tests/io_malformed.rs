@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use kvlab::io::{
     self, check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows,
-    safetensors, HeadPick, KvPick, Limits, LoadError, LoadWarning, Tensor,
+    safetensors, HeadPick, KvPick, Limits, LoadError, LoadWarning, Tensor, TokenMismatch,
 };
 
 fn root() -> PathBuf {
@@ -344,11 +344,11 @@ fn mismatched_tokens_between_attention_and_kv() {
     assert!(check_same_tokens(attn.tokens(), v4.tokens()).is_ok());
     assert!(matches!(
         check_kv_pair(&k5, &v4),
-        Err(LoadError::TokenMismatch {
+        Err(LoadError::TokenMismatch(TokenMismatch {
             left_t: 5,
             right_t: 4,
             ..
-        })
+        }))
     ));
 }
 

@@ -542,17 +542,25 @@ pub enum LoadError {
     },
 
     /// Two tensors that must cover the same tokens do not.
-    #[error("{left} covers T={left_t} tokens but {right} has T={right_t}: they must come from the same prompt")]
-    TokenMismatch {
-        /// First tensor's role (`attention`, `K`).
-        left: String,
-        /// Its token count.
-        left_t: usize,
-        /// Second tensor's role (`KV`, `V`).
-        right: String,
-        /// Its token count.
-        right_t: usize,
-    },
+    #[error(transparent)]
+    TokenMismatch(#[from] TokenMismatch),
+}
+
+/// Two tensors that must cover the same tokens do not ([`LoadError::TokenMismatch`], and what
+/// [`Chosen::new`](crate::upload::Chosen::new) refuses). A type of its own, so that code which
+/// only checks tokens (the page's module takes tensors read elsewhere) does not carry the
+/// message of every [`LoadError`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{left} covers T={left_t} tokens but {right} has T={right_t}: they must come from the same prompt")]
+pub struct TokenMismatch {
+    /// First tensor's role (`attention`, `K`).
+    pub left: String,
+    /// Its token count.
+    pub left_t: usize,
+    /// Second tensor's role (`KV`, `V`).
+    pub right: String,
+    /// Its token count.
+    pub right_t: usize,
 }
 
 /// Something suspicious that does not stop the data from being used. Serialized for the page

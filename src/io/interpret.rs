@@ -11,7 +11,7 @@
 //! - Pairs: [`check_same_tokens`] (attention's `T` = KV's `T`) and [`check_kv_pair`] (K's `T` =
 //!   V's `T`).
 
-use super::{multi_index, LoadError, LoadWarning, Tensor};
+use super::{multi_index, LoadError, LoadWarning, Tensor, TokenMismatch};
 use crate::Matrix;
 
 /// Rows of an attention matrix are accepted as distributions when `|sum - 1| <= 0.01`: loose
@@ -539,12 +539,13 @@ pub fn check_same_tokens(attention_t: usize, kv_t: usize) -> Result<(), LoadErro
     if attention_t == kv_t {
         Ok(())
     } else {
-        Err(LoadError::TokenMismatch {
+        Err(TokenMismatch {
             left: "attention".to_string(),
             left_t: attention_t,
             right: "the KV tensor".to_string(),
             right_t: kv_t,
-        })
+        }
+        .into())
     }
 }
 
@@ -554,12 +555,13 @@ pub fn check_kv_pair(k: &KvView, v: &KvView) -> Result<(), LoadError> {
     if k.tokens() == v.tokens() {
         Ok(())
     } else {
-        Err(LoadError::TokenMismatch {
+        Err(TokenMismatch {
             left: "K".to_string(),
             left_t: k.tokens(),
             right: "V".to_string(),
             right_t: v.tokens(),
-        })
+        }
+        .into())
     }
 }
 

@@ -24,7 +24,7 @@ pub mod json;
 pub mod npy;
 pub mod safetensors;
 
-pub use error::{LoadError, LoadWarning};
+pub use error::{LoadError, LoadWarning, TokenMismatch};
 pub use interpret::{
     check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows,
     AttentionAbout, AttentionKind, AttentionView, HeadPick, KvAbout, KvPick, KvView,
