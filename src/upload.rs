@@ -126,26 +126,11 @@ impl Chosen {
         description: String,
         warnings: Vec<String>,
     ) -> Result<Chosen, TokenMismatch> {
-        // (its own checks, not io's: the page's module calls this, and a LoadError would bring
-        // every reader's message into it)
-        let differ = |left: &str, left_t: usize, right: &str, right_t: usize| TokenMismatch {
-            left: left.to_string(),
-            left_t,
-            right: right.to_string(),
-            right_t,
-        };
-        if attention.cols() != keys.rows() {
-            return Err(differ(
-                "attention",
-                attention.cols(),
-                "the KV tensor",
-                keys.rows(),
-            ));
-        }
+        // (TokenMismatch, not a LoadError: the page's module calls this, and a LoadError would
+        // bring every reader's message into it)
+        io::check_same_tokens(attention.cols(), keys.rows())?;
         if let Some(v) = &values {
-            if v.rows() != keys.rows() {
-                return Err(differ("K", keys.rows(), "V", v.rows()));
-            }
+            io::check_k_v_tokens(keys.rows(), v.rows())?;
         }
         Ok(Chosen {
             attention,
@@ -433,11 +418,6 @@ mod tests {
         assert!(mismatch(&e, (4, 3)), "{e:?}");
         let e = Chosen::new(m(2, 4), m(5, 3), None, "d".into(), vec![]).unwrap_err();
         assert!(mismatch(&e, (4, 5)), "{e:?}");
-        // the same words as the readers' check (io::check_same_tokens)
-        assert_eq!(
-            e.to_string(),
-            io::check_same_tokens(4, 5).unwrap_err().to_string()
-        );
         let lab = LabError::from(e.clone());
         assert_eq!((lab.field(), lab.to_string()), ("file", e.to_string()));
         let up = UploadError::from(e.clone());

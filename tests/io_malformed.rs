@@ -344,11 +344,11 @@ fn mismatched_tokens_between_attention_and_kv() {
     assert!(check_same_tokens(attn.tokens(), v4.tokens()).is_ok());
     assert!(matches!(
         check_kv_pair(&k5, &v4),
-        Err(LoadError::TokenMismatch(TokenMismatch {
+        Err(TokenMismatch {
             left_t: 5,
             right_t: 4,
             ..
-        }))
+        })
     ));
 }
 

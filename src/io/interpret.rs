@@ -528,40 +528,42 @@ impl KvAbout {
 }
 
 /// Checks the attention's `T` (its last axis, the tokens attended to) equals the KV tensor's `T`
-/// (its rows). Errors with [`LoadError::TokenMismatch`].
+/// (its rows).
 ///
 /// ```
 /// use kvlab::io::check_same_tokens;
 /// assert!(check_same_tokens(512, 512).is_ok());
 /// assert!(check_same_tokens(512, 500).is_err());
 /// ```
-pub fn check_same_tokens(attention_t: usize, kv_t: usize) -> Result<(), LoadError> {
-    if attention_t == kv_t {
-        Ok(())
-    } else {
-        Err(TokenMismatch {
-            left: "attention".to_string(),
-            left_t: attention_t,
-            right: "the KV tensor".to_string(),
-            right_t: kv_t,
-        }
-        .into())
-    }
+pub fn check_same_tokens(attention_t: usize, kv_t: usize) -> Result<(), TokenMismatch> {
+    same_tokens("attention", attention_t, "the KV tensor", kv_t)
 }
 
-/// Checks K and V cover the same tokens (their `d` may differ). Errors with
-/// [`LoadError::TokenMismatch`].
-pub fn check_kv_pair(k: &KvView, v: &KvView) -> Result<(), LoadError> {
-    if k.tokens() == v.tokens() {
+/// Checks K and V cover the same tokens (their `d` may differ).
+pub fn check_kv_pair(k: &KvView, v: &KvView) -> Result<(), TokenMismatch> {
+    check_k_v_tokens(k.tokens(), v.tokens())
+}
+
+/// Checks K's `T` (its rows) equals V's.
+pub(crate) fn check_k_v_tokens(k_t: usize, v_t: usize) -> Result<(), TokenMismatch> {
+    same_tokens("K", k_t, "V", v_t)
+}
+
+fn same_tokens(
+    left: &str,
+    left_t: usize,
+    right: &str,
+    right_t: usize,
+) -> Result<(), TokenMismatch> {
+    if left_t == right_t {
         Ok(())
     } else {
         Err(TokenMismatch {
-            left: "K".to_string(),
-            left_t: k.tokens(),
-            right: "V".to_string(),
-            right_t: v.tokens(),
-        }
-        .into())
+            left: left.to_string(),
+            left_t,
+            right: right.to_string(),
+            right_t,
+        })
     }
 }
 

@@ -25,6 +25,7 @@ pub mod npy;
 pub mod safetensors;
 
 pub use error::{LoadError, LoadWarning, TokenMismatch};
+pub(crate) use interpret::check_k_v_tokens;
 pub use interpret::{
     check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows,
     AttentionAbout, AttentionKind, AttentionView, HeadPick, KvAbout, KvPick, KvView,
