@@ -15,9 +15,18 @@ pub fn error(field: &str, message: &str) -> JsValue {
     e.into()
 }
 
-/// [`error`] for a lab error (its [`LabError::field`] and message).
+/// [`error`] for a lab error (its [`LabError::field`] and message); a setting out of range
+/// also carries `repair`, the message's fields ([`crate::state::Repair`]), for the page to word
+/// in its language.
 pub fn lab_error(e: &LabError) -> JsValue {
-    error(e.field(), &e.to_string())
+    let out = error(e.field(), &e.to_string());
+    if let LabError::Setting { repair, .. } = e {
+        if let Ok(fields) = to_js(repair) {
+            // (a property on a fresh Error object: cannot fail)
+            let _ = js_sys::Reflect::set(&out, &"repair".into(), &fields);
+        }
+    }
+    out
 }
 
 /// `v` as a plain JavaScript object (maps as objects, as JSON would give them).

@@ -66,6 +66,8 @@ pub enum LabError {
         field: String,
         /// The message, naming the value and the range.
         message: String,
+        /// What the message says, as fields (the page words them in its language).
+        repair: Box<crate::state::Repair>,
     },
     /// A parameter outside its data-dependent range.
     #[error("{message}")]
@@ -2044,21 +2046,10 @@ impl Lab {
     }
 
     /// Kept and dropped indices, each compared policy's kept set (as compact ranges, empty where
-    /// the policy cannot select here) and the ratio breakdown as JSON.
-    pub fn export_json(&self) -> String {
-        #[derive(Serialize)]
-        struct PolicyKept {
-            policy: &'static str,
-            kept_ranges: String,
-        }
-        #[derive(Serialize)]
-        struct Export<'a> {
-            settings_query: String,
-            kept: &'a [usize],
-            dropped: &'a [usize],
-            policies: Vec<PolicyKept>,
-            figures: &'a Figures,
-        }
+    /// the policy cannot select here), the view's query and its figures: what
+    /// [`Lab::export_json`] writes. (The page converts it to a JavaScript object and writes the
+    /// JSON there, so its module carries no JSON serializer.)
+    pub fn export(&self) -> Export<'_> {
         // (Kept here, not in the figures: the page never reads them, and at long contexts they
         // were tens of kB of text per policy on every update.)
         let policies = self
@@ -2072,14 +2063,19 @@ impl Lab {
                     .map_or_else(String::new, |x| compact_ranges(&x.kept)),
             })
             .collect();
-        serde_json::to_string_pretty(&Export {
+        Export {
             settings_query: self.settings.to_query(),
             kept: &self.select.selection.kept,
             dropped: &self.select.selection.dropped,
             policies,
             figures: &self.figures,
-        })
-        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        }
+    }
+
+    /// [`Lab::export`] as pretty-printed JSON.
+    pub fn export_json(&self) -> String {
+        serde_json::to_string_pretty(&self.export())
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
     /// `token,state,score` per token, then the breakdown terms as `term,bytes` rows.
@@ -2131,6 +2127,7 @@ fn check(s: &Settings) -> Result<(), LabError> {
     s.validate().map_err(|w| LabError::Setting {
         field: w.key,
         message: w.message,
+        repair: w.repair,
     })
 }
 
@@ -2148,6 +2145,30 @@ fn data_figures(d: &Data) -> DataFigures {
             skewed_channels: k.skewed.min(k.channels),
         }),
     }
+}
+
+/// What the JSON export holds ([`Lab::export`]).
+#[derive(Debug, Serialize)]
+pub struct Export<'a> {
+    /// The view's settings as a query string.
+    pub settings_query: String,
+    /// Kept token indices, ascending.
+    pub kept: &'a [usize],
+    /// Dropped token indices, ascending.
+    pub dropped: &'a [usize],
+    /// Each compared policy's kept set, in the comparison's order.
+    pub policies: Vec<PolicyKept>,
+    /// The view's figures.
+    pub figures: &'a Figures,
+}
+
+/// One compared policy's kept set in the export.
+#[derive(Debug, Serialize)]
+pub struct PolicyKept {
+    /// The policy's name.
+    pub policy: &'static str,
+    /// Its kept tokens as compact ranges (`0-3,17`), empty where it cannot select here.
+    pub kept_ranges: String,
 }
 
 /// What an uploaded file holds.

@@ -214,8 +214,143 @@ impl Default for Settings {
 pub struct StateWarning {
     /// The URL key.
     pub key: String,
-    /// A human-readable message naming the value and the valid range.
+    /// A human-readable message naming the value and the valid range ([`Repair::english`]).
     pub message: String,
+    /// What the message says, as fields (the page words them in its own language).
+    pub repair: Box<Repair>,
+}
+
+/// What was wrong with a value and what is used instead, as fields: the page words them in its
+/// language, and [`Repair::english`] is the English message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Repair {
+    /// An integer outside `lo..=hi`: `used` (the nearest in range) instead.
+    OutOfRange {
+        /// The value as given.
+        raw: String,
+        /// Lowest allowed.
+        lo: String,
+        /// Highest allowed.
+        hi: String,
+        /// What is used instead.
+        used: String,
+    },
+    /// Not a number: the default is used.
+    NotANumber {
+        /// The value as given.
+        raw: String,
+        /// Lowest allowed.
+        lo: String,
+        /// Highest allowed.
+        hi: String,
+    },
+    /// Not one of `options`: the default is used.
+    NotOneOf {
+        /// The value as given.
+        raw: String,
+        /// The allowed values.
+        options: Vec<String>,
+    },
+    /// Not a known model preset nor `custom`: the default is used.
+    UnknownModel {
+        /// The value as given.
+        raw: String,
+    },
+    /// An even value where an odd one in `lo..=hi` is needed: `used` (the next odd) instead.
+    Even {
+        /// The value given.
+        value: usize,
+        /// Lowest allowed.
+        lo: usize,
+        /// Highest allowed.
+        hi: usize,
+        /// What is used instead.
+        used: usize,
+    },
+    /// More than another setting (`what`, whose value is `limit`) allows: `limit` is used.
+    AtMost {
+        /// The value given.
+        value: usize,
+        /// The setting it may not exceed (`tokens`, `steps`).
+        what: String,
+        /// That setting's value.
+        limit: usize,
+    },
+    /// Not below another setting (`what`, whose value is `bound`): `used` instead.
+    Below {
+        /// The value given.
+        value: usize,
+        /// The setting it must stay below (`steps`).
+        what: String,
+        /// That setting's value.
+        bound: usize,
+        /// What is used instead.
+        used: usize,
+    },
+}
+
+impl Repair {
+    /// The English message for `key`; with `repaired`, what is used instead too (a check that
+    /// repairs nothing leaves that out).
+    ///
+    /// ```
+    /// use kvlab::state::Repair;
+    /// let r = Repair::NotOneOf { raw: "x".into(), options: vec!["sym".into(), "asym".into()] };
+    /// assert_eq!(r.english("scheme", true), "scheme 'x' is not one of sym, asym; the default is used");
+    /// assert_eq!(r.english("scheme", false), "scheme 'x' is not one of sym, asym");
+    /// ```
+    pub fn english(&self, key: &str, repaired: bool) -> String {
+        let (said, used) = match self {
+            Repair::OutOfRange { raw, lo, hi, used } => (
+                format!("{key} {raw} is out of range: must be an integer in {lo}..={hi}"),
+                Some(used.clone()),
+            ),
+            Repair::NotANumber { raw, lo, hi } => (
+                format!("{key} '{raw}' is not a number: must be an integer in {lo}..={hi}"),
+                None,
+            ),
+            Repair::NotOneOf { raw, options } => (
+                format!("{key} '{raw}' is not one of {}", options.join(", ")),
+                None,
+            ),
+            Repair::UnknownModel { raw } => (
+                format!("{key} '{raw}' is not a known preset or 'custom'"),
+                None,
+            ),
+            Repair::Even {
+                value,
+                lo,
+                hi,
+                used,
+            } => (
+                format!("{key} {value} is even: must be odd in {lo}..={hi}"),
+                Some(used.to_string()),
+            ),
+            Repair::AtMost { value, what, limit } => (
+                format!("{key} {value} is out of range: must be at most {what} ({limit})"),
+                Some(limit.to_string()),
+            ),
+            Repair::Below {
+                value,
+                what,
+                bound,
+                used,
+            } => (
+                format!("{key} {value} is out of range: must be below {what} ({bound})"),
+                Some(used.to_string()),
+            ),
+        };
+        match (repaired, used) {
+            (false, _) => said,
+            (true, Some(used)) => format!("{said}; {used} is used"),
+            (true, None) => format!("{said}; the default is used"),
+        }
+    }
 }
 
 /// A parsed query: the settings plus what was repaired.
@@ -300,10 +435,11 @@ struct Parser {
 }
 
 impl Parser {
-    fn warn(&mut self, key: &str, message: String) {
+    fn warn(&mut self, key: &str, repair: Repair) {
         self.warnings.push(StateWarning {
             key: key.to_string(),
-            message,
+            message: repair.english(key, true),
+            repair: Box::new(repair),
         });
     }
 
@@ -316,15 +452,16 @@ impl Parser {
             hi.to_string().parse::<i128>().unwrap_or(0),
         );
         // Whole numbers are read exactly (an f64 would silently round 2^53 + 1).
+        let out_of_range = |used: i128| Repair::OutOfRange {
+            raw: raw.to_string(),
+            lo: lo.to_string(),
+            hi: hi.to_string(),
+            used: used.to_string(),
+        };
         if let Ok(n) = raw.trim().parse::<i128>() {
             let r = n.clamp(lo_i, hi_i);
             if r != n {
-                self.warn(
-                    key,
-                    format!(
-                        "{key} {raw} is out of range: must be an integer in {lo}..={hi}; {r} is used"
-                    ),
-                );
+                self.warn(key, out_of_range(r));
             }
             return T::try_from(r).ok();
         }
@@ -332,18 +469,17 @@ impl Parser {
         let Some(v) = parsed else {
             self.warn(
                 key,
-                format!("{key} '{raw}' is not a number: must be an integer in {lo}..={hi}; the default is used"),
+                Repair::NotANumber {
+                    raw: raw.to_string(),
+                    lo: lo.to_string(),
+                    hi: hi.to_string(),
+                },
             );
             return None;
         };
         let r = v.round().clamp(lo_i as f64, hi_i as f64) as i128;
         if (r as f64) != v {
-            self.warn(
-                key,
-                format!(
-                    "{key} {raw} is out of range: must be an integer in {lo}..={hi}; {r} is used"
-                ),
-            );
+            self.warn(key, out_of_range(r));
         }
         T::try_from(r).ok()
     }
@@ -352,13 +488,12 @@ impl Parser {
         if let Some((_, v)) = options.iter().find(|(n, _)| *n == raw) {
             return Some(*v);
         }
-        let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
         self.warn(
             key,
-            format!(
-                "{key} '{raw}' is not one of {}; the default is used",
-                names.join(", ")
-            ),
+            Repair::NotOneOf {
+                raw: raw.to_string(),
+                options: options.iter().map(|(n, _)| n.to_string()).collect(),
+            },
         );
         None
     }
@@ -539,10 +674,12 @@ impl Settings {
                         if v % 2 == 0 {
                             p.warn(
                                 "kernel",
-                                format!(
-                                    "kernel {v} is even: must be odd in 1..=63; {} is used",
-                                    v + 1
-                                ),
+                                Repair::Even {
+                                    value: v,
+                                    lo: 1,
+                                    hi: 63,
+                                    used: v + 1,
+                                },
                             );
                             s.kernel = v + 1;
                         } else {
@@ -595,7 +732,9 @@ impl Settings {
                     } else {
                         p.warn(
                             "model",
-                            format!("model '{raw}' is not a known preset or 'custom'; the default is used"),
+                            Repair::UnknownModel {
+                                raw: raw.to_string(),
+                            },
                         );
                     }
                 }
@@ -655,10 +794,11 @@ impl Settings {
         if s.steps > s.tokens {
             p.warn(
                 "steps",
-                format!(
-                    "steps {} is out of range: must be at most tokens ({}); {} is used",
-                    s.steps, s.tokens, s.tokens
-                ),
+                Repair::AtMost {
+                    value: s.steps,
+                    what: "tokens".into(),
+                    limit: s.tokens,
+                },
             );
             s.steps = s.tokens;
         }
@@ -666,10 +806,12 @@ impl Settings {
             let limit = s.steps - 1;
             p.warn(
                 "future",
-                format!(
-                    "future {} is out of range: must be below steps ({}); {limit} is used",
-                    s.future, s.steps
-                ),
+                Repair::Below {
+                    value: s.future,
+                    what: "steps".into(),
+                    bound: s.steps,
+                    used: limit,
+                },
             );
             s.future = limit;
         }
@@ -682,7 +824,11 @@ impl Settings {
             if *value > limit {
                 p.warn(
                     key,
-                    format!("{key} {value} is out of range: must be at most {what} ({limit}); {limit} is used"),
+                    Repair::AtMost {
+                        value: *value,
+                        what: what.into(),
+                        limit,
+                    },
                 );
                 *value = limit;
             }
@@ -713,10 +859,8 @@ impl Settings {
         {
             None => Ok(()),
             Some(mut w) => {
-                // A check reports; it does not repair: drop the "; X is used" tail.
-                if let Some(i) = w.message.find("; ") {
-                    w.message.truncate(i);
-                }
+                // A check reports; it does not repair: no "; X is used" tail.
+                w.message = w.repair.english(&w.key, false);
                 Err(w)
             }
         }
@@ -797,6 +941,49 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_repair_kind_says_its_message_and_carries_its_fields() {
+        // One link hitting each kind (the page words each `kind`: i18n's `repair.<kind>`).
+        let p = Settings::from_query(
+            "bits=99&seed=x&scheme=odd&model=gpt-9&kernel=4&tokens=64&steps=100&future=80&budget=600",
+        );
+        let by_key = |k: &str| {
+            p.warnings
+                .iter()
+                .find(|w| w.key == k)
+                .unwrap_or_else(|| panic!("no warning for {k}: {:?}", p.warnings))
+        };
+        let cases = [
+            ("bits", "outOfRange", "bits 99 is out of range: must be an integer in 1..=16; 16 is used"),
+            ("seed", "notANumber", "seed 'x' is not a number: must be an integer in 0..=9007199254740992; the default is used"),
+            ("scheme", "notOneOf", "scheme 'odd' is not one of sym, asym; the default is used"),
+            ("model", "unknownModel", "model 'gpt-9' is not a known preset or 'custom'; the default is used"),
+            ("kernel", "even", "kernel 4 is even: must be odd in 1..=63; 5 is used"),
+            ("steps", "atMost", "steps 100 is out of range: must be at most tokens (64); 64 is used"),
+            ("future", "below", "future 80 is out of range: must be below steps (64); 63 is used"),
+            ("budget", "atMost", "budget 600 is out of range: must be at most tokens (64); 64 is used"),
+        ];
+        for (key, kind, message) in cases {
+            let w = by_key(key);
+            assert_eq!(w.message, message);
+            assert_eq!(w.repair.english(key, true), w.message);
+            let fields = serde_json::to_value(&w.repair).expect("serialize");
+            assert_eq!(fields["kind"], kind, "{key}");
+        }
+        // A check names the value and the range, and repairs nothing.
+        let e = Settings {
+            bits: 0,
+            ..Settings::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "bits 0 is out of range: must be an integer in 1..=16"
+        );
+        assert_eq!(e.message, e.repair.english("bits", false));
+    }
 
     #[test]
     fn defaults_round_trip_to_an_empty_query() {

@@ -27,6 +27,7 @@ async function compileWasm(build) {
 function toError(e) {
   const err = new Error(e?.message ?? String(e));
   err.field = e?.field ?? null;
+  err.repair = e?.repair ?? null;
   return err;
 }
 

@@ -5,7 +5,7 @@
 // with the canvases themselves; nothing else differs.
 //
 // Requests are `{id, op, ...}`; every request gets one reply `{id, ok, value}` or
-// `{id, ok: false, error: {message, field}}`; while computing, `{id, progress: stage}` messages
+// `{id, ok: false, error: {message, field, repair}}`; while computing, `{id, progress: stage}` messages
 // name the stage about to run, and `init` may send its first view early as `{id, partial}`.
 //
 // The wasm module comes from one of two builds (scalar `pkg/` or simd128 `pkg-simd/`, see
@@ -101,9 +101,12 @@ export function epochNow() {
 /** Charts drawn from the policy comparison (which a staged page computes last). */
 const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
 
-/** An `Error` from wasm (or anywhere) as a plain object the page can show. */
+/**
+ * An `Error` from wasm (or anywhere) as a plain object the page can show (`repair`: a setting's
+ * message as fields, for the page's language).
+ */
 function plainError(e) {
-  return { message: e?.message ?? String(e), field: e?.field ?? null };
+  return { message: e?.message ?? String(e), field: e?.field ?? null, repair: e?.repair ?? null };
 }
 
 /**
@@ -179,7 +182,8 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       timeline.init = epochNow();
       const parsed = settings ? { settings: { ...settings }, warnings: [] } : parseQuery(query);
       parsed.settings.lang = lang;
-      const warnings = parsed.warnings.map((w) => w.message);
+      // ({key, message, repair}: the page words `repair` in its language)
+      const warnings = [...parsed.warnings];
       const progress = (stage) => post({ id, progress: stage });
       // With charts on the first screen (`spec.first`) and more below it: those charts first,
       // drawn from a staged page (the comparison and KIVI not yet computed), a pause so they
@@ -191,7 +195,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       const construct = (s) => (staged ? Page.staged(s, progress) : new Page(s, progress));
       /** The defaults instead of settings the engine refuses, and why. */
       const fallBack = (e) => {
-        warnings.push(e.message ?? String(e));
+        warnings.push({ message: e.message ?? String(e) });
         parsed.settings = { ...parseQuery('').settings, lang };
         page = new Page(parsed.settings, progress);
       };
@@ -299,7 +303,8 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     memory: async () => (await wasm.default()).memory.buffer.byteLength,
     // (The exports hold the comparison: computed first if an update deferred it.)
     exportCsv: () => { page.complete(); return page.exportCsv(); },
-    exportJson: () => { page.complete(); return page.exportJson(); },
+    // (the JSON is written here: the wasm module gives the export as an object)
+    exportJson: () => { page.complete(); return JSON.stringify(page.exportData(), null, 2); },
     /** A chart as a PNG blob. */
     async png({ name }) {
       const canvas = canvases.get(name);

@@ -325,6 +325,17 @@ export const TEXT = {
     'budget.fit-fp': 'uncompressed:',
     'budget.tokens': 'tokens',
     'warn.url': 'Some link parameters were repaired: ',
+    // A value the engine refused or repaired (kvlab::state::Repair), by its kind; in English
+    // these are the engine's own messages.
+    'repair.outOfRange': '{key} {raw} is out of range: must be an integer in {lo}..={hi}',
+    'repair.notANumber': "{key} '{raw}' is not a number: must be an integer in {lo}..={hi}",
+    'repair.notOneOf': "{key} '{raw}' is not one of {options}",
+    'repair.unknownModel': "{key} '{raw}' is not a known preset or 'custom'",
+    'repair.even': '{key} {value} is even: must be odd in {lo}..={hi}',
+    'repair.atMost': '{key} {value} is out of range: must be at most {what} ({limit})',
+    'repair.below': '{key} {value} is out of range: must be below {what} ({bound})',
+    'repair.used': '; {used} is used',
+    'repair.default': '; the default is used',
     'error.prefix': '',
   },
   zh: {
@@ -646,6 +657,15 @@ export const TEXT = {
     'budget.fit-fp': '未压缩：',
     'budget.tokens': '个 token',
     'warn.url': '链接中的部分参数已修正：',
+    'repair.outOfRange': '{key} {raw} 超出范围：应为 {lo}..={hi} 内的整数',
+    'repair.notANumber': '{key}「{raw}」不是数字：应为 {lo}..={hi} 内的整数',
+    'repair.notOneOf': '{key}「{raw}」不是 {options} 之一',
+    'repair.unknownModel': '{key}「{raw}」既不是已知的预设，也不是 custom',
+    'repair.even': '{key} {value} 是偶数：应为 {lo}..={hi} 内的奇数',
+    'repair.atMost': '{key} {value} 超出范围：不能超过 {what}（{limit}）',
+    'repair.below': '{key} {value} 超出范围：应小于 {what}（{bound}）',
+    'repair.used': '；改用 {used}',
+    'repair.default': '；改用默认值',
     'error.prefix': '',
   },
 };

@@ -56,6 +56,7 @@ const app = {
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
+  urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
   inFlight: false, // an update request is with the engine
   requests: 0, // requests of any kind not yet answered
   progressTimer: 0,
@@ -118,7 +119,32 @@ function showError(control, message) {
 /** Shows a failed request's message (a request cut short by Stop is not an error). */
 function reportError(control, e) {
   if (e?.stopped) return;
-  showError(control, e?.message ?? String(e));
+  showError(control, errorText(e));
+}
+
+/**
+ * An engine error's text: a setting out of range (`repair`: kvlab::state::Repair's fields) in
+ * the page's language, any other its message (in English).
+ */
+function errorText(e) {
+  return e?.repair ? describeRepair(e.field, e.repair, false) : e?.message ?? String(e);
+}
+
+/**
+ * A value the engine refused or repaired (`repair`, fields) for the settings key `key`, in the
+ * page's language; with `repaired`, what is used instead too (in English, the engine's message).
+ */
+function describeRepair(key, repair, repaired) {
+  const said = fill(t(app.lang, `repair.${repair.kind}`), {
+    key,
+    ...repair,
+    options: repair.options?.join(', '),
+  });
+  if (!repaired) return said;
+  const used = repair.used ?? repair.limit;
+  return said + (used === undefined
+    ? t(app.lang, 'repair.default')
+    : fill(t(app.lang, 'repair.used'), { used }));
 }
 
 function clearErrors() {
@@ -864,7 +890,7 @@ async function flush() {
     const byField = field && document.querySelector(`[data-key="${field}"]`);
     const control = byField || [...changed.values()].pop() || null;
     clearErrors();
-    showError(control, e.message ?? String(e));
+    showError(control, errorText(e));
     for (const key of changed.keys()) {
       if (!app.pending.has(key)) app.settings[key] = app.good[key];
     }
@@ -968,6 +994,7 @@ async function setLanguage(lang) {
     li.textContent = describeFile(li.dataset.file, JSON.parse(li.dataset.about));
   }
   if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
+  if (app.urlNotes) showUrlWarnings(app.urlNotes);
   if (app.client && app.good) {
     app.good.lang = lang;
     app.settings.lang = lang;
@@ -995,6 +1022,7 @@ function download(name, blob) {
 
 function showWarnings(target, list) {
   if (target === '#upload-warnings') app.uploadNotes = null;
+  if (target === '#url-warnings') app.urlNotes = null;
   const el = $(target);
   if (!list.length) {
     if (!el.hidden) el.hidden = true;
@@ -1002,6 +1030,20 @@ function showWarnings(target, list) {
   }
   el.textContent = list.join(' · ');
   el.hidden = false;
+}
+
+/**
+ * What the engine repaired in the link (`warnings`: init's `{key, message, repair}`) in the
+ * page's language, after the line saying so; the engine's English messages go to data-value.
+ */
+function showUrlWarnings(warnings) {
+  showWarnings('#url-warnings', warnings.map((w) => (w.repair ? describeRepair(w.key, w.repair, true) : w.message)));
+  const el = $('#url-warnings');
+  if (warnings.length) {
+    el.prepend(t(app.lang, 'warn.url'));
+    el.dataset.value = warnings.map((w) => w.message).join(' · ');
+    app.urlNotes = warnings;
+  }
 }
 
 /**
@@ -1474,8 +1516,7 @@ async function main() {
  * Stop during the first load) only replaces the settings and messages.
  */
 function present(view) {
-  showWarnings('#url-warnings', view.warnings);
-  if (view.warnings.length) $('#url-warnings').prepend(t(app.lang, 'warn.url'));
+  showUrlWarnings(view.warnings);
   if (view.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
   if (!app.presented) {
     app.presented = true;

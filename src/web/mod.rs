@@ -304,10 +304,11 @@ impl Page {
             .collect()
     }
 
-    /// Kept/dropped indices and the breakdown as JSON text.
-    #[wasm_bindgen(js_name = exportJson)]
-    pub fn export_json(&self) -> String {
-        self.lab.export_json()
+    /// Kept/dropped indices and the breakdown ([`crate::lab::Lab::export`]) as a plain object,
+    /// for the page to write as JSON (so this module carries no JSON serializer).
+    #[wasm_bindgen(js_name = exportData)]
+    pub fn export_data(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.lab.export())
     }
 
     /// Per-token kept/role/score and the breakdown as CSV text.

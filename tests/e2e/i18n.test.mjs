@@ -43,13 +43,14 @@ test('every key the page names exists', () => {
   for (const pattern of ['sink-local', 'heavy-hitters', 'uniform', 'needle']) {
     assert.ok(`pattern.short.${pattern}` in TEXT.en, `the description's name of ${pattern}`);
   }
-  // The keys main.js builds from the upload module's fields (kvlab::io::FileAbout's formats,
-  // csv::Delimiter's keys, AttentionAbout's picks, LoadWarning's kinds).
+  // The keys main.js builds from the engine's fields (kvlab::io::FileAbout's formats,
+  // csv::Delimiter's keys, AttentionAbout's picks, LoadWarning's and state::Repair's kinds).
   const built = [
     ...['npy', 'csv', 'json', 'safetensors'].map((f) => `file.about.${f}`),
     ...['comma', 'tab', 'semicolon', 'space'].map((d) => `file.delimiter.${d}`),
     ...['head', 'mean', 'max', 'sum'].map((p) => `upload.head.${p}`),
     'upload.warn.rowSums',
+    ...['outOfRange', 'notANumber', 'notOneOf', 'unknownModel', 'even', 'atMost', 'below'].map((k) => `repair.${k}`),
   ];
   assert.deepEqual(built.filter((k) => !(k in TEXT.en)), []);
 });

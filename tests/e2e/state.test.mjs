@@ -269,6 +269,9 @@ test('an export made while the comparison waits for the catch-up holds the compa
   await settle(page);
   assert.equal(exported.figures.pending, false);
   assert.equal(exported.figures.select.keptCount, 30);
+  // (the JSON is written by the page from the engine's object: the numbers are the figures')
+  assert.equal(exported.kept.length, 30);
+  assert.equal(exported.figures.together.rOverall, Number(await figureText(page, 'r-overall')));
   // The same link in a fresh page: the same comparison.
   const fresh = await open(browser.context, page.url());
   const freshDownload = fresh.page.waitForEvent('download');
@@ -283,4 +286,38 @@ test('an export made while the comparison waits for the catch-up holds the compa
   assert.deepEqual([...problems, ...fresh.problems], []);
   await page.close();
   await fresh.page.close();
+});
+
+test('repaired link values and refused typed values are worded in the page\'s language', async () => {
+  // (its own browser: the language stays out of the other tests)
+  const own = await launch();
+  const { page, problems } = await open(own.context, urlWith('lang=zh&bits=99&scheme=odd'));
+  const warn = page.locator('#url-warnings');
+  await warn.waitFor({ state: 'visible' });
+  assert.equal(await warn.textContent(),
+    '链接中的部分参数已修正：bits 99 超出范围：应为 1..=16 内的整数；改用 16 · scheme「odd」不是 sym, asym 之一；改用默认值');
+  // the engine's own messages stay in data-value
+  assert.equal(await warn.getAttribute('data-value'),
+    "bits 99 is out of range: must be an integer in 1..=16; 16 is used · scheme 'odd' is not one of sym, asym; the default is used");
+
+  // A value typed into a control that the engine refuses: its message next to it, in Chinese,
+  // and the last good view stays.
+  const kept = await figure(page, 'kept-count');
+  const tokens = page.locator('#tokens');
+  await tokens.fill('999999');
+  await tokens.press('Enter');
+  await tokens.dispatchEvent('change');
+  await settle(page);
+  const err = tokens.locator('xpath=..').locator('.error');
+  await err.waitFor({ state: 'visible' });
+  assert.equal(await err.textContent(), 'tokens 999999 超出范围：应为 1..=131072 内的整数');
+  assert.equal(await figure(page, 'kept-count'), kept);
+
+  // Switched to English, the link's repairs are the engine's messages.
+  await page.getByRole('button', { name: '切换语言' }).click();
+  await settle(page);
+  assert.equal(await warn.textContent(), `Some link parameters were repaired: ${await warn.getAttribute('data-value')}`);
+  assert.deepEqual(problems, []);
+  await page.close();
+  await own.close();
 });
