@@ -1039,9 +1039,9 @@ function showWarnings(target, list) {
 function showUrlWarnings(warnings) {
   showWarnings('#url-warnings', warnings.map((w) => (w.repair ? describeRepair(w.key, w.repair, true) : w.message)));
   const el = $('#url-warnings');
+  el.dataset.value = warnings.map((w) => w.message).join(' · ');
   if (warnings.length) {
     el.prepend(t(app.lang, 'warn.url'));
-    el.dataset.value = warnings.map((w) => w.message).join(' · ');
     app.urlNotes = warnings;
   }
 }
@@ -1055,6 +1055,7 @@ function showUploadWarnings(about, lines) {
   showWarnings('#upload-warnings', notes.map(describeWarning));
   app.uploadNotes = notes.length ? notes : null;
   if (lines) $('#upload-warnings').dataset.value = lines.join(' · ');
+  // (on a language switch `lines` is not given: the engine's lines stay as they were)
 }
 
 const MAX_UPLOAD = 256 * 1024 * 1024;
