@@ -866,6 +866,35 @@ impl Settings {
         }
     }
 
+    /// The URL parser's own check of one value, `raw` for `key`, against that key's range
+    /// alone: the refusal (without the repair) when `raw` is not a number or an integer out of
+    /// range, else `None` (also for keys of other kinds and for ranges that depend on other
+    /// settings). The page names a value typed into a control this way when its settings object
+    /// cannot hold it (negative, not a number).
+    ///
+    /// ```
+    /// use kvlab::state::Settings;
+    /// let w = Settings::check_one("seed", "-5").unwrap();
+    /// assert_eq!(w.message, "seed -5 is out of range: must be an integer in 0..=9007199254740992");
+    /// assert!(Settings::check_one("seed", "5").is_none());
+    /// assert!(Settings::check_one("steps", "600").is_none()); // (at most T: another setting's range)
+    /// ```
+    pub fn check_one(key: &str, raw: &str) -> Option<StateWarning> {
+        let query = format!("{}={}", percent_encode(key), percent_encode(raw));
+        let mut w = Settings::from_query(&query)
+            .warnings
+            .into_iter()
+            .find(|w| {
+                w.key == key
+                    && matches!(
+                        *w.repair,
+                        Repair::OutOfRange { .. } | Repair::NotANumber { .. }
+                    )
+            })?;
+        w.message = w.repair.english(&w.key, false);
+        Some(w)
+    }
+
     /// The query string (without `?`) holding every value that differs from the default, in a
     /// fixed key order. `from_query(to_query(s)) == s` for every in-range `s`.
     pub fn to_query(&self) -> String {

@@ -44,8 +44,31 @@ fn chart_error(e: ChartError) -> JsValue {
 }
 
 fn settings_of(v: JsValue) -> Result<Settings, JsValue> {
-    serde_wasm_bindgen::from_value(v)
-        .map_err(|e| error("settings", &format!("settings object rejected: {e}")))
+    serde_wasm_bindgen::from_value(v.clone()).map_err(|e| {
+        typed_refusal(&v)
+            .unwrap_or_else(|| error("settings", &format!("settings object rejected: {e}")))
+    })
+}
+
+/// Why a settings object cannot be read when a value typed into a control is the cause (a
+/// negative number, or text that is not a number, in a field that holds a count): the URL
+/// parser's own check of that value ([`Settings::check_one`]), as a setting out of range.
+fn typed_refusal(v: &JsValue) -> Option<JsValue> {
+    let entries = js_sys::Object::entries(v.dyn_ref::<js_sys::Object>()?);
+    entries.iter().find_map(|pair| {
+        let pair = js_sys::Array::from(&pair);
+        let key = pair.get(0).as_string()?;
+        let value = pair.get(1);
+        let raw = value
+            .as_string()
+            .or_else(|| value.as_f64().map(|n| n.to_string()))?;
+        let w = Settings::check_one(&key, &raw)?;
+        Some(lab_error(&LabError::Setting {
+            field: w.key,
+            message: w.message,
+            repair: w.repair,
+        }))
+    })
 }
 
 /// Parses a URL query into `{settings, warnings}` (never fails on bad values: they are clamped

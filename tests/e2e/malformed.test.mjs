@@ -207,6 +207,15 @@ test('invalid values typed into controls are refused next to the control; the pa
   assert.deepEqual(await snapshot(page), before, 'the last good view stays');
   assert.deepEqual(problems, []);
 
+  // A negative seed, which the settings' unsigned field cannot hold: the same message as the
+  // URL's check, naming the value and the range (not a type error from the conversion).
+  await setNumber(page, 'Seed', -5);
+  const seedErr = page.locator('#seed').locator('xpath=..').locator('.error');
+  await seedErr.waitFor({ state: 'visible' });
+  assert.equal(await seedErr.textContent(), 'seed -5 is out of range: must be an integer in 0..=9007199254740992');
+  assert.deepEqual(await snapshot(page), before, 'the last good view stays');
+  await setNumber(page, 'Seed', 1);
+
   // Context length 0 (below the control's min): refused or repaired, never a crash.
   await setNumber(page, 'Context length', 0);
   await settle(page);

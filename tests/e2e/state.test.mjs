@@ -312,6 +312,15 @@ test('repaired link values and refused typed values are worded in the page\'s la
   await err.waitFor({ state: 'visible' });
   assert.equal(await err.textContent(), 'tokens 999999 超出范围：应为 1..=131072 内的整数');
   assert.equal(await figure(page, 'kept-count'), kept);
+  // (a negative seed: the settings object cannot hold it; the same check names it)
+  const seed = page.locator('#seed');
+  await seed.fill('-5');
+  await seed.press('Enter');
+  await seed.dispatchEvent('change');
+  await settle(page);
+  assert.equal(await seed.locator('xpath=..').locator('.error').textContent(),
+    'seed -5 超出范围：应为 0..=9007199254740992 内的整数');
+  assert.equal(await figure(page, 'kept-count'), kept);
 
   // Switched to English, the link's repairs are the engine's messages.
   await page.getByRole('button', { name: '切换语言' }).click();
