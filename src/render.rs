@@ -479,6 +479,22 @@ pub fn policy_strips<DB: DrawingBackend>(
     )
 }
 
+/// The binary unit to count `max` bytes in: the largest of B, KiB, MiB, GiB and TiB that is at
+/// most `max`, and its size in bytes.
+pub fn byte_unit(max: u64) -> (&'static str, f64) {
+    const UNITS: [(&str, u64); 5] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("B", 1),
+    ];
+    UNITS
+        .iter()
+        .find(|(_, size)| max >= *size)
+        .map_or(("B", 1.0), |&(unit, size)| (unit, size as f64))
+}
+
 /// Bytes as text: `512 B`, `12.3 KiB`, `4.50 MiB`, `1.25 GiB`.
 pub fn bytes_text(b: u64) -> String {
     // Ties round up, as the page's JavaScript `toFixed` does for the same figures in the
@@ -519,15 +535,19 @@ pub fn budget_bar<DB: DrawingBackend>(
         ("budget.index", b.m_index),
     ];
     let texts: Vec<String> = parts.iter().map(|(_, v)| bytes_text(*v)).collect();
+    // The axis counts in the binary unit of the larger bar, so its ticks read "0 … 160" KiB
+    // or "0 … 5" GiB rather than "1.0e9".
+    let (unit, size) = byte_unit(b.m_final.max(b.m_fp));
     let terms: Vec<BudgetTerm> = parts
         .iter()
         .zip(&texts)
         .map(|((k, v), t)| BudgetTerm {
             label: l.get(k),
-            value: *v as f64,
+            value: *v as f64 / size,
             value_text: t,
         })
         .collect();
+    let x_label = format!("{} ({unit})", l.get("chart.budget.x"));
     let final_text = bytes_text(b.m_final);
     let fp_text = bytes_text(b.m_fp);
     let title = if model {
@@ -540,12 +560,12 @@ pub fn budget_bar<DB: DrawingBackend>(
         root,
         &BudgetBarView {
             title: &title,
-            x_label: l.get("chart.budget.x"),
+            x_label: &x_label,
             final_label: l.get("budget.final"),
             terms: &terms,
             final_text: &final_text,
             fp_label: l.get("budget.fp"),
-            fp_value: b.m_fp as f64,
+            fp_value: b.m_fp as f64 / size,
             fp_text: &fp_text,
         },
         style,
@@ -615,6 +635,38 @@ mod tests {
         assert!(lo < 5.0 && hi > 5.0);
         assert_eq!(c.iter().sum::<u32>(), 4);
         assert_eq!(histogram(&[], 4).1, vec![0; 4]);
+    }
+
+    #[test]
+    fn byte_units() {
+        assert_eq!(byte_unit(0), ("B", 1.0));
+        assert_eq!(byte_unit(1023), ("B", 1.0));
+        assert_eq!(byte_unit(1024), ("KiB", 1024.0));
+        assert_eq!(byte_unit(128 << 10), ("KiB", 1024.0));
+        assert_eq!(byte_unit(4 << 30), ("GiB", (1u64 << 30) as f64));
+        assert_eq!(byte_unit(3 << 40), ("TiB", (1u64 << 40) as f64));
+    }
+
+    #[test]
+    fn budget_bars_count_their_axis_in_binary_units() {
+        let lab = Lab::new(Settings::default()).expect("lab");
+        let (l, style) = (Labels::default(), ChartStyle::light());
+        for (model, unit) in [(false, "(KiB)"), (true, "(GiB)")] {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, (700, 200)).into_drawing_area();
+                budget_bar(&root, &lab, &l, &style, model).expect("drawn");
+            }
+            assert!(svg.contains(unit), "model {model}: {unit} missing");
+            // (no tick in exponent notation, as "1.0e9" was)
+            let exponent = svg.split('>').any(|t| {
+                let t = t.split('<').next().unwrap_or("");
+                t.contains('e')
+                    && t.chars()
+                        .all(|c| c.is_ascii_digit() || c == '.' || c == 'e')
+            });
+            assert!(!exponent, "model {model}: a tick in exponent notation");
+        }
     }
 
     #[test]
