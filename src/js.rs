@@ -16,15 +16,18 @@ pub fn error(field: &str, message: &str) -> JsValue {
 }
 
 /// [`error`] for a lab error (its [`LabError::field`] and message); a setting out of range
-/// also carries `repair`, the message's fields ([`crate::state::Repair`]), for the page to word
-/// in its language.
+/// also carries `repair`, the message's fields ([`crate::state::Repair`]), and a refused
+/// quantization `quant` ([`crate::quant::QuantError`]), for the page to word in its language.
 pub fn lab_error(e: &LabError) -> JsValue {
     let out = error(e.field(), &e.to_string());
-    if let LabError::Setting { repair, .. } = e {
-        if let Ok(fields) = to_js(repair) {
-            // (a property on a fresh Error object: cannot fail)
-            let _ = js_sys::Reflect::set(&out, &"repair".into(), &fields);
-        }
+    let fields = match e {
+        LabError::Setting { repair, .. } => Some(("repair", to_js(repair))),
+        LabError::Quant(q) => Some(("quant", to_js(q))),
+        _ => None,
+    };
+    if let Some((name, Ok(fields))) = fields {
+        // (a property on a fresh Error object: cannot fail)
+        let _ = js_sys::Reflect::set(&out, &name.into(), &fields);
     }
     out
 }

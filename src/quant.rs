@@ -35,6 +35,16 @@ pub enum Scheme {
     Asymmetric,
 }
 
+impl Scheme {
+    /// Its name in messages (and its serde form): `symmetric` or `asymmetric`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Symmetric => "symmetric",
+            Scheme::Asymmetric => "asymmetric",
+        }
+    }
+}
+
 /// Which elements share one `(scale, zero_point)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -92,11 +102,19 @@ impl QuantConfig {
 }
 
 /// Why quantization was refused.
-#[derive(Debug, Clone, PartialEq, Error)]
+///
+/// Serialized for the page (which words the ranges a learner can type past in its language) as
+/// `{kind: "bits", bits, scheme, min, max}`, `{kind: "groupSize", ...}` and so on.
+#[derive(Debug, Clone, PartialEq, Error, serde::Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum QuantError {
     /// Bit width outside the scheme's range. Symmetric needs at least 2 bits (1 bit leaves
     /// `qmax = 0`: no grid); if unsure use 8.
-    #[error("bits {bits} is out of range: must be in {min}..={max} for {scheme:?} quantization")]
+    #[error("bits {bits} is out of range: must be in {min}..={max} for {} quantization", scheme.name())]
     Bits {
         /// The bits asked for.
         bits: u8,
@@ -1920,7 +1938,13 @@ mod tests {
         let e = quantize(&x, &QuantConfig::per_channel_symmetric(1)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "bits 1 is out of range: must be in 2..=16 for Symmetric quantization"
+            "bits 1 is out of range: must be in 2..=16 for symmetric quantization"
+        );
+        // (the fields the page words it from)
+        let fields = serde_json::to_value(&e).expect("serialize");
+        assert_eq!(
+            fields,
+            serde_json::json!({"kind": "bits", "bits": 1, "scheme": "symmetric", "min": 2, "max": 16})
         );
         assert!(quantize(&x, &QuantConfig::per_channel_symmetric(17)).is_err());
         let e = quantize(

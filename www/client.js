@@ -28,6 +28,7 @@ function toError(e) {
   const err = new Error(e?.message ?? String(e));
   err.field = e?.field ?? null;
   err.repair = e?.repair ?? null;
+  err.quant = e?.quant ?? null;
   return err;
 }
 

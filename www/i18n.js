@@ -336,6 +336,14 @@ export const TEXT = {
     'repair.below': '{key} {value} is out of range: must be below {what} ({bound})',
     'repair.used': '; {used} is used',
     'repair.default': '; the default is used',
+    // The quantizer's refusals of bits and group size (kvlab::quant::QuantError), by kind.
+    'quant.refused.bits': 'bits {bits} is out of range: must be in {min}..={max} for {scheme} quantization',
+    'quant.refused.groupSize': 'group size {groupSize} is out of range: must be in 1..={axisLen} ({axis})',
+    'quant.refused.groupWithPerTensor': 'group size {groupSize} cannot be used with per-tensor quantization: choose per-channel or per-token, or no group size',
+    'quant.scheme-name.symmetric': 'symmetric',
+    'quant.scheme-name.asymmetric': 'asymmetric',
+    'quant.axis.tokens-per-channel': 'tokens per channel',
+    'quant.axis.channels-per-token': 'channels per token',
     'error.prefix': '',
   },
   zh: {
@@ -666,6 +674,13 @@ export const TEXT = {
     'repair.below': '{key} {value} 超出范围：应小于 {what}（{bound}）',
     'repair.used': '；改用 {used}',
     'repair.default': '；改用默认值',
+    'quant.refused.bits': 'bits {bits} 超出范围：{scheme}量化应为 {min}..={max}',
+    'quant.refused.groupSize': '分组大小 {groupSize} 超出范围：应为 1..={axisLen}（{axis}）',
+    'quant.refused.groupWithPerTensor': '逐张量量化不能使用分组大小 {groupSize}：请改为逐通道或逐 token，或不分组',
+    'quant.scheme-name.symmetric': '对称',
+    'quant.scheme-name.asymmetric': '非对称',
+    'quant.axis.tokens-per-channel': '每个通道的 token 数',
+    'quant.axis.channels-per-token': '每个 token 的通道数',
     'error.prefix': '',
   },
 };

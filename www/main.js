@@ -10,7 +10,7 @@
 // box. Each round trip is marked with performance.measure('kvlab:update').
 
 import { connect } from './client.js';
-import { t, fill, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
+import { TEXT, t, fill, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 
 /** Which sections a settings key affects (data keys affect everything). */
@@ -123,11 +123,22 @@ function reportError(control, e) {
 }
 
 /**
- * An engine error's text: a setting out of range (`repair`: kvlab::state::Repair's fields) in
- * the page's language, any other its message (in English).
+ * An engine error's text: a setting out of range (`repair`: kvlab::state::Repair's fields) or a
+ * bits / group size the quantizer refuses (`quant`: kvlab::quant::QuantError's) in the page's
+ * language, any other its message (in English).
  */
 function errorText(e) {
-  return e?.repair ? describeRepair(e.field, e.repair, false) : e?.message ?? String(e);
+  if (e?.repair) return describeRepair(e.field, e.repair, false);
+  // (the ranges of bits and group size; a quantization refused for its data keeps its message)
+  const quant = e?.quant && `quant.refused.${e.quant.kind}`;
+  if (quant && quant in TEXT.en) {
+    return fill(t(app.lang, quant), {
+      ...e.quant,
+      scheme: t(app.lang, `quant.scheme-name.${e.quant.scheme}`),
+      axis: t(app.lang, `quant.axis.${e.quant.axis?.replaceAll(' ', '-')}`),
+    });
+  }
+  return e?.message ?? String(e);
 }
 
 /**

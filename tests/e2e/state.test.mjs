@@ -321,6 +321,14 @@ test('repaired link values and refused typed values are worded in the page\'s la
   assert.equal(await seed.locator('xpath=..').locator('.error').textContent(),
     'seed -5 超出范围：应为 0..=9007199254740992 内的整数');
   assert.equal(await figure(page, 'kept-count'), kept);
+  // (a group size longer than the grouped axis: the quantizer's refusal, in Chinese too)
+  const group = page.locator('#group');
+  await group.fill('1000');
+  await group.press('Enter');
+  await group.dispatchEvent('change');
+  await settle(page);
+  assert.equal(await group.locator('xpath=..').locator('.error').textContent(),
+    '分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）');
 
   // Switched to English, the link's repairs are the engine's messages.
   await page.getByRole('button', { name: '切换语言' }).click();
