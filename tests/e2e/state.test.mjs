@@ -303,32 +303,24 @@ test('repaired link values and refused typed values are worded in the page\'s la
   // A value typed into a control that the engine refuses: its message next to it, in Chinese,
   // and the last good view stays.
   const kept = await figure(page, 'kept-count');
-  const tokens = page.locator('#tokens');
-  await tokens.fill('999999');
-  await tokens.press('Enter');
-  await tokens.dispatchEvent('change');
-  await settle(page);
-  const err = tokens.locator('xpath=..').locator('.error');
-  await err.waitFor({ state: 'visible' });
-  assert.equal(await err.textContent(), 'tokens 999999 超出范围：应为 1..=131072 内的整数');
+  /** Types `value` into the control `#id`; returns the message shown next to it. */
+  const refusal = async (id, value) => {
+    const input = page.locator(`#${id}`);
+    await input.fill(value);
+    await input.press('Enter');
+    await input.dispatchEvent('change');
+    await settle(page);
+    const err = input.locator('xpath=..').locator('.error');
+    await err.waitFor({ state: 'visible' });
+    return err.textContent();
+  };
+  assert.equal(await refusal('tokens', '999999'), 'tokens 999999 超出范围：应为 1..=131072 内的整数');
   assert.equal(await figure(page, 'kept-count'), kept);
   // (a negative seed: the settings object cannot hold it; the same check names it)
-  const seed = page.locator('#seed');
-  await seed.fill('-5');
-  await seed.press('Enter');
-  await seed.dispatchEvent('change');
-  await settle(page);
-  assert.equal(await seed.locator('xpath=..').locator('.error').textContent(),
-    'seed -5 超出范围：应为 0..=9007199254740992 内的整数');
+  assert.equal(await refusal('seed', '-5'), 'seed -5 超出范围：应为 0..=9007199254740992 内的整数');
   assert.equal(await figure(page, 'kept-count'), kept);
   // (a group size longer than the grouped axis: the quantizer's refusal, in Chinese too)
-  const group = page.locator('#group');
-  await group.fill('1000');
-  await group.press('Enter');
-  await group.dispatchEvent('change');
-  await settle(page);
-  assert.equal(await group.locator('xpath=..').locator('.error').textContent(),
-    '分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）');
+  assert.equal(await refusal('group', '1000'), '分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）');
 
   // Switched to English, the link's repairs are the engine's messages.
   await page.getByRole('button', { name: '切换语言' }).click();
