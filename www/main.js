@@ -57,6 +57,7 @@ const app = {
   upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
+  shownErrors: new Map(), // error slot -> the engine error it shows (likewise)
   inFlight: false, // an update request is with the engine
   requests: 0, // requests of any kind not yet answered
   progressTimer: 0,
@@ -109,17 +110,21 @@ function errorSlot(control) {
   return control?.closest('.control')?.querySelector('.error') ?? null;
 }
 
-function showError(control, message) {
+/** Shows `message` next to `control` (or in the status line); `error`, the engine's, when it is one. */
+function showError(control, message, error = null) {
   const slot = errorSlot(control) ?? $('#status');
   slot.textContent = message;
   slot.hidden = false;
+  // (kept to word it again on a language switch)
+  if (error) app.shownErrors.set(slot, error);
+  else app.shownErrors.delete(slot);
   control?.setAttribute('aria-invalid', 'true');
 }
 
 /** Shows a failed request's message (a request cut short by Stop is not an error). */
 function reportError(control, e) {
   if (e?.stopped) return;
-  showError(control, errorText(e));
+  showError(control, errorText(e), e);
 }
 
 /**
@@ -163,6 +168,7 @@ function clearErrors() {
   for (const e of document.querySelectorAll('.control .error:not([hidden])')) {
     e.textContent = '';
     e.hidden = true;
+    app.shownErrors.delete(e);
   }
   for (const c of document.querySelectorAll('[aria-invalid]')) c.removeAttribute('aria-invalid');
 }
@@ -901,7 +907,7 @@ async function flush() {
     const byField = field && document.querySelector(`[data-key="${field}"]`);
     const control = byField || [...changed.values()].pop() || null;
     clearErrors();
-    showError(control, errorText(e));
+    showError(control, errorText(e), e);
     for (const key of changed.keys()) {
       if (!app.pending.has(key)) app.settings[key] = app.good[key];
     }
@@ -1006,6 +1012,7 @@ async function setLanguage(lang) {
   }
   if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
   if (app.urlNotes) showUrlWarnings(app.urlNotes);
+  for (const [slot, e] of app.shownErrors) if (!slot.hidden) slot.textContent = errorText(e);
   if (app.client && app.good) {
     app.good.lang = lang;
     app.settings.lang = lang;

@@ -322,9 +322,12 @@ test('repaired link values and refused typed values are worded in the page\'s la
   // (a group size longer than the grouped axis: the quantizer's refusal, in Chinese too)
   assert.equal(await refusal('group', '1000'), '分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）');
 
-  // Switched to English, the link's repairs are the engine's messages.
+  // Switched to English, the link's repairs are the engine's messages, and so is the refusal
+  // still shown.
   await page.getByRole('button', { name: '切换语言' }).click();
   await settle(page);
+  assert.equal(await page.locator('#group').locator('xpath=..').locator('.error').textContent(),
+    'group size 1000 is out of range: must be in 1..=512 (tokens per channel)');
   assert.equal(await warn.textContent(), `Some link parameters were repaired: ${await warn.getAttribute('data-value')}`);
   assert.deepEqual(problems, []);
   await page.close();
