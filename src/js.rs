@@ -16,13 +16,15 @@ pub fn error(field: &str, message: &str) -> JsValue {
 }
 
 /// [`error`] for a lab error (its [`LabError::field`] and message); a setting out of range
-/// also carries `repair`, the message's fields ([`crate::state::Repair`]), and a refused
-/// quantization `quant` ([`crate::quant::QuantError`]), for the page to word in its language.
+/// also carries `repair`, the message's fields ([`crate::state::Repair`]), a refused
+/// quantization `quant` ([`crate::quant::QuantError`]) and a refused selection `select`
+/// ([`crate::select::SelectError`]), for the page to word in its language.
 pub fn lab_error(e: &LabError) -> JsValue {
     let out = error(e.field(), &e.to_string());
     let fields = match e {
         LabError::Setting { repair, .. } => Some(("repair", to_js(repair))),
         LabError::Quant(q) => Some(("quant", to_js(q))),
+        LabError::Select { error, .. } => Some(("select", to_js(error))),
         _ => None,
     };
     if let Some((name, Ok(fields))) = fields {

@@ -16,7 +16,15 @@ use crate::Matrix;
 use thiserror::Error;
 
 /// Why a selection was refused.
-#[derive(Debug, Clone, PartialEq, Error)]
+///
+/// Serialized for the page (which words the ranges a learner can type past in its language) as
+/// `{kind: "sinks", sinks, budget}` and so on.
+#[derive(Debug, Clone, PartialEq, Error, serde::Serialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum SelectError {
     /// Budget outside `1..=T`. If unsure, start with `T/4`.
     #[error("budget {budget} is out of range: must be in 1..={total} (the number of tokens)")]
@@ -545,6 +553,20 @@ pub fn mass_retained_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_carries_the_fields_its_message_names() {
+        let e = streaming_llm(512, 64, 100).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "sinks 100 is out of range: must be in 0..=64 (the budget B)"
+        );
+        // (what the page words it from in its language)
+        assert_eq!(
+            serde_json::to_value(&e).expect("serialize"),
+            serde_json::json!({"kind": "sinks", "sinks": 100, "budget": 64})
+        );
+    }
 
     fn spec_attention() -> Matrix {
         Matrix::new(

@@ -29,6 +29,7 @@ function toError(e) {
   err.field = e?.field ?? null;
   err.repair = e?.repair ?? null;
   err.quant = e?.quant ?? null;
+  err.select = e?.select ?? null;
   return err;
 }
 

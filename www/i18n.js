@@ -344,6 +344,11 @@ export const TEXT = {
     'quant.scheme-name.asymmetric': 'asymmetric',
     'quant.axis.tokens-per-channel': 'tokens per channel',
     'quant.axis.channels-per-token': 'channels per token',
+    // The selection's refusals (kvlab::select::SelectError), by kind.
+    'select.refused.budget': 'budget {budget} is out of range: must be in 1..={total} (the number of tokens)',
+    'select.refused.window': 'observation window {window} is out of range: must be in 1..={steps} (the number of attention rows)',
+    'select.refused.kernel': 'pooling kernel {kernel} is out of range: must be odd and in 1..={max}',
+    'select.refused.sinks': 'sinks {sinks} is out of range: must be in 0..={budget} (the budget B)',
     'error.prefix': '',
   },
   zh: {
@@ -681,6 +686,10 @@ export const TEXT = {
     'quant.scheme-name.asymmetric': '非对称',
     'quant.axis.tokens-per-channel': '每个通道的 token 数',
     'quant.axis.channels-per-token': '每个 token 的通道数',
+    'select.refused.budget': '预算 {budget} 超出范围：应为 1..={total}（token 总数）',
+    'select.refused.window': '观察窗口 {window} 超出范围：应为 1..={steps}（注意力的行数）',
+    'select.refused.kernel': '池化核 {kernel} 超出范围：应为 1..={max} 内的奇数',
+    'select.refused.sinks': 'sinks {sinks} 超出范围：应为 0..={budget}（预算 B）',
     'error.prefix': '',
   },
 };

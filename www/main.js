@@ -128,20 +128,24 @@ function reportError(control, e) {
 }
 
 /**
- * An engine error's text: a setting out of range (`repair`: kvlab::state::Repair's fields) or a
- * bits / group size the quantizer refuses (`quant`: kvlab::quant::QuantError's) in the page's
- * language, any other its message (in English).
+ * An engine error's text: a setting out of range (`repair`: kvlab::state::Repair's fields), a
+ * bits / group size the quantizer refuses (`quant`: kvlab::quant::QuantError's) or a budget,
+ * window, kernel or sinks the selection refuses (`select`: kvlab::select::SelectError's) in the
+ * page's language, any other its message (in English).
  */
 function errorText(e) {
   if (e?.repair) return describeRepair(e.field, e.repair, false);
-  // (the ranges of bits and group size; a quantization refused for its data keeps its message)
-  const quant = e?.quant && `quant.refused.${e.quant.kind}`;
-  if (quant && quant in TEXT.en) {
-    return fill(t(app.lang, quant), {
-      ...e.quant,
-      scheme: t(app.lang, `quant.scheme-name.${e.quant.scheme}`),
-      axis: t(app.lang, `quant.axis.${e.quant.axis?.replaceAll(' ', '-')}`),
-    });
+  // (the ranges a learner can type past; a refusal about the data itself keeps its message)
+  for (const part of ['quant', 'select']) {
+    const fields = e?.[part];
+    const key = fields && `${part}.refused.${fields.kind}`;
+    if (key && key in TEXT.en) {
+      return fill(t(app.lang, key), {
+        ...fields,
+        scheme: t(app.lang, `quant.scheme-name.${fields.scheme}`),
+        axis: t(app.lang, `quant.axis.${fields.axis?.replaceAll(' ', '-')}`),
+      });
+    }
   }
   return e?.message ?? String(e);
 }

@@ -44,8 +44,8 @@ test('every key the page names exists', () => {
     assert.ok(`pattern.short.${pattern}` in TEXT.en, `the description's name of ${pattern}`);
   }
   // The keys main.js builds from the engine's fields (kvlab::io::FileAbout's formats,
-  // csv::Delimiter's keys, AttentionAbout's picks, the kinds of LoadWarning, state::Repair and
-  // quant::QuantError, Scheme's names and the grouped axes).
+  // csv::Delimiter's keys, AttentionAbout's picks, the kinds of LoadWarning, state::Repair,
+  // quant::QuantError and select::SelectError, Scheme's names and the grouped axes).
   const built = [
     ...['npy', 'csv', 'json', 'safetensors'].map((f) => `file.about.${f}`),
     ...['comma', 'tab', 'semicolon', 'space'].map((d) => `file.delimiter.${d}`),
@@ -53,6 +53,7 @@ test('every key the page names exists', () => {
     'upload.warn.rowSums',
     ...['outOfRange', 'notANumber', 'notOneOf', 'unknownModel', 'even', 'atMost', 'below'].map((k) => `repair.${k}`),
     ...['bits', 'groupSize', 'groupWithPerTensor'].map((k) => `quant.refused.${k}`),
+    ...['budget', 'window', 'kernel', 'sinks'].map((k) => `select.refused.${k}`),
     ...['symmetric', 'asymmetric'].map((k) => `quant.scheme-name.${k}`),
     ...['tokens-per-channel', 'channels-per-token'].map((k) => `quant.axis.${k}`),
   ];

@@ -321,13 +321,17 @@ test('repaired link values and refused typed values are worded in the page\'s la
   assert.equal(await figure(page, 'kept-count'), kept);
   // (a group size longer than the grouped axis: the quantizer's refusal, in Chinese too)
   assert.equal(await refusal('group', '1000'), '分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）');
+  // (more sink tokens than the budget B holds: the selection's refusal)
+  await page.locator('#method').selectOption('streaming');
+  await settle(page);
+  assert.equal(await refusal('sinks', '1000'), 'sinks 1000 超出范围：应为 0..=128（预算 B）');
 
   // Switched to English, the link's repairs are the engine's messages, and so is the refusal
   // still shown.
   await page.getByRole('button', { name: '切换语言' }).click();
   await settle(page);
-  assert.equal(await page.locator('#group').locator('xpath=..').locator('.error').textContent(),
-    'group size 1000 is out of range: must be in 1..=512 (tokens per channel)');
+  assert.equal(await page.locator('#sinks').locator('xpath=..').locator('.error').textContent(),
+    'sinks 1000 is out of range: must be in 0..=128 (the budget B)');
   assert.equal(await warn.textContent(), `Some link parameters were repaired: ${await warn.getAttribute('data-value')}`);
   assert.deepEqual(problems, []);
   await page.close();
