@@ -15,21 +15,22 @@ pub fn error(field: &str, message: &str) -> JsValue {
     e.into()
 }
 
-/// [`error`] for a lab error (its [`LabError::field`] and message); a setting out of range
-/// also carries `repair`, the message's fields ([`crate::state::Repair`]), a refused
-/// quantization `quant` ([`crate::quant::QuantError`]) and a refused selection `select`
-/// ([`crate::select::SelectError`]), for the page to word in its language.
+/// [`error`] for a lab error (its [`LabError::field`] and message). A refusal the page words in
+/// its language also carries `refusal`, its fields, and `refusalOf`, whose they are: `repair` (a
+/// setting out of range, [`crate::state::Repair`]), `quant` ([`crate::quant::QuantError`]) or
+/// `select` ([`crate::select::SelectError`]).
 pub fn lab_error(e: &LabError) -> JsValue {
     let out = error(e.field(), &e.to_string());
-    let fields = match e {
+    let refusal = match e {
         LabError::Setting { repair, .. } => Some(("repair", to_js(repair))),
         LabError::Quant(q) => Some(("quant", to_js(q))),
         LabError::Select { error, .. } => Some(("select", to_js(error))),
         _ => None,
     };
-    if let Some((name, Ok(fields))) = fields {
-        // (a property on a fresh Error object: cannot fail)
-        let _ = js_sys::Reflect::set(&out, &name.into(), &fields);
+    if let Some((of, Ok(fields))) = refusal {
+        // (properties on a fresh Error object: cannot fail)
+        let _ = js_sys::Reflect::set(&out, &"refusal".into(), &fields);
+        let _ = js_sys::Reflect::set(&out, &"refusalOf".into(), &of.into());
     }
     out
 }

@@ -27,9 +27,8 @@ async function compileWasm(build) {
 function toError(e) {
   const err = new Error(e?.message ?? String(e));
   err.field = e?.field ?? null;
-  err.repair = e?.repair ?? null;
-  err.quant = e?.quant ?? null;
-  err.select = e?.select ?? null;
+  err.refusal = e?.refusal ?? null;
+  err.refusalOf = e?.refusalOf ?? null;
   return err;
 }
 

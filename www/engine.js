@@ -5,7 +5,7 @@
 // with the canvases themselves; nothing else differs.
 //
 // Requests are `{id, op, ...}`; every request gets one reply `{id, ok, value}` or
-// `{id, ok: false, error: {message, field, repair, quant, select}}`; while computing, `{id, progress: stage}` messages
+// `{id, ok: false, error: {message, field, refusal, refusalOf}}`; while computing, `{id, progress: stage}` messages
 // name the stage about to run, and `init` may send its first view early as `{id, partial}`.
 //
 // The wasm module comes from one of two builds (scalar `pkg/` or simd128 `pkg-simd/`, see
@@ -102,17 +102,15 @@ export function epochNow() {
 const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
 
 /**
- * An `Error` from wasm (or anywhere) as a plain object the page can show (`repair`, `quant`,
- * `select`: a refused setting's, quantization's or selection's message as fields, for the page's
- * language).
+ * An `Error` from wasm (or anywhere) as a plain object the page can show (`refusal`: a refusal's
+ * fields, for the page's language, and `refusalOf`, whose: see kvlab::js::lab_error).
  */
 function plainError(e) {
   return {
     message: e?.message ?? String(e),
     field: e?.field ?? null,
-    repair: e?.repair ?? null,
-    quant: e?.quant ?? null,
-    select: e?.select ?? null,
+    refusal: e?.refusal ?? null,
+    refusalOf: e?.refusalOf ?? null,
   };
 }
 

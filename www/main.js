@@ -128,26 +128,22 @@ function reportError(control, e) {
 }
 
 /**
- * An engine error's text: a setting out of range (`repair`: kvlab::state::Repair's fields), a
- * bits / group size the quantizer refuses (`quant`: kvlab::quant::QuantError's) or a budget,
- * window, kernel or sinks the selection refuses (`select`: kvlab::select::SelectError's) in the
- * page's language, any other its message (in English).
+ * An engine error's text: a setting out of range, a bits / group size the quantizer refuses or
+ * a budget, window, kernel or sinks the selection refuses (`refusal`, the fields of
+ * kvlab::state::Repair, quant::QuantError or select::SelectError, by `refusalOf`) in the page's
+ * language, any other its message (in English).
  */
 function errorText(e) {
-  if (e?.repair) return describeRepair(e.field, e.repair, false);
+  const fields = e?.refusal;
+  if (fields && e.refusalOf === 'repair') return describeRepair(e.field, fields, false);
   // (the ranges a learner can type past; a refusal about the data itself keeps its message)
-  for (const part of ['quant', 'select']) {
-    const fields = e?.[part];
-    const key = fields && `${part}.refused.${fields.kind}`;
-    if (key && key in TEXT.en) {
-      return fill(t(app.lang, key), {
-        ...fields,
-        scheme: t(app.lang, `quant.scheme-name.${fields.scheme}`),
-        axis: t(app.lang, `quant.axis.${fields.axis?.replaceAll(' ', '-')}`),
-      });
-    }
-  }
-  return e?.message ?? String(e);
+  const key = fields && `${e.refusalOf}.refused.${fields.kind}`;
+  if (!key || !(key in TEXT.en)) return e?.message ?? String(e);
+  return fill(t(app.lang, key), {
+    ...fields,
+    ...(fields.scheme && { scheme: t(app.lang, `quant.scheme-name.${fields.scheme}`) }),
+    ...(fields.axis && { axis: t(app.lang, `quant.axis.${fields.axis.replaceAll(' ', '-')}`) }),
+  });
 }
 
 /**
