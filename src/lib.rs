@@ -24,6 +24,8 @@
 
 pub mod budget;
 pub mod chart;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod first_view;
 pub mod io;
 #[cfg(target_arch = "wasm32")]
 pub mod js;

@@ -362,6 +362,29 @@ pub struct Parsed {
     pub warnings: Vec<StateWarning>,
 }
 
+/// A model preset as the page lists it: its URL slug and its config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelPreset {
+    /// [`model_slug`] of the name.
+    pub slug: String,
+    /// The config (its fields flattened beside the slug).
+    #[serde(flatten)]
+    pub model: crate::budget::ModelConfig,
+}
+
+impl ModelPreset {
+    /// Every preset of [`crate::budget::ModelConfig::presets`], in order.
+    pub fn all() -> Vec<ModelPreset> {
+        crate::budget::ModelConfig::presets()
+            .into_iter()
+            .map(|model| ModelPreset {
+                slug: model_slug(&model.name),
+                model,
+            })
+            .collect()
+    }
+}
+
 /// The URL slug of a model preset name: lowercase, runs of other characters become `-`.
 pub fn model_slug(name: &str) -> String {
     let mut out = String::new();

@@ -52,7 +52,9 @@ const app = {
   commit: false,
   frame: 0,
   ready: false, // the first view is on screen
-  presented: false, // the controls are wired and the model presets listed (present())
+  presented: false, // the controls are wired (present())
+  listed: false, // the model presets are listed (present())
+  ahead: null, // the default view drawn ahead (showAhead), until the engine's charts replace it
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
@@ -1013,7 +1015,14 @@ async function setLanguage(lang) {
   if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
   if (app.urlNotes) showUrlWarnings(app.urlNotes);
   for (const [slot, e] of app.shownErrors) if (!slot.hidden) slot.textContent = errorText(e);
-  if (app.client && app.good) {
+  if (app.ahead && !app.figures) {
+    // (the engine has no view yet: the one drawn ahead, worded again)
+    app.good.lang = lang;
+    app.settings.lang = lang;
+    render(app.ahead.figures, ALL);
+    app.figures = null;
+    paintAhead();
+  } else if (app.client && app.good) {
     app.good.lang = lang;
     app.settings.lang = lang;
     render(app.figures, ALL);
@@ -1340,6 +1349,7 @@ function wire() {
   }).catch((e) => reportError(null, e)));
   window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', (e) => {
     app.dark = e.matches;
+    paintAhead();
     if (app.figures) redraw(chartsOf(ALL));
   });
 }
@@ -1371,6 +1381,63 @@ async function restoreUpload(saved, first) {
     }
     showWarnings('#upload-warnings', [e.message ?? String(e)]);
     return null;
+  }
+}
+
+/**
+ * The default view drawn ahead (the `#first-view` block `cargo xtask dist` writes into
+ * index.html: init's reply for an empty query, and the first screen's budget charts as SVG per
+ * language and theme), when the page opens on the default view; otherwise null.
+ */
+function viewAhead(query) {
+  const block = document.getElementById('first-view');
+  const params = new URLSearchParams(query);
+  params.delete('lang');
+  if (!block || [...params.keys()].length) return null;
+  try {
+    return JSON.parse(block.textContent);
+  } catch {
+    return null; // (a damaged block: the engine's view comes a little later)
+  }
+}
+
+/**
+ * Shows the view drawn ahead while the engine starts: its settings in the controls (not wired
+ * yet), its figures, and its charts behind the first screen's canvases (paintAhead). The
+ * engine computes the same view; its charts replace these (dropAhead).
+ */
+function showAhead(ahead) {
+  app.ahead = ahead;
+  present({ ...ahead, settings: { ...ahead.settings, lang: app.lang } }, false);
+  render(ahead.figures, ALL);
+  app.figures = null; // (the engine's figures: charts are redrawn only once it has them)
+  paintAhead();
+}
+
+/**
+ * Puts the charts drawn ahead, in the page's language and theme, behind their canvases (a
+ * canvas is transparent until the engine draws on it), scaled to fit. style.css leaves them
+ * out on narrow screens, where they would be scaled too small to read (the engine's charts
+ * come soon after); nothing here reads the layout, which is not done yet.
+ */
+function paintAhead() {
+  if (!app.ahead) return;
+  const charts = app.ahead.charts[app.lang]?.[app.dark ? 'dark' : 'light'] ?? {};
+  for (const [name, svg] of Object.entries(charts)) {
+    const canvas = app.canvases[name];
+    if (!canvas) continue;
+    canvas.classList.add('ahead');
+    canvas.style.setProperty('--ahead', `url("data:image/svg+xml,${encodeURIComponent(svg)}")`);
+  }
+}
+
+/** The engine's charts are drawn: the charts drawn ahead go. */
+function dropAhead() {
+  if (!app.ahead) return;
+  app.ahead = null;
+  for (const canvas of document.querySelectorAll('canvas.ahead')) {
+    canvas.classList.remove('ahead');
+    canvas.style.removeProperty('--ahead');
   }
 }
 
@@ -1423,15 +1490,30 @@ async function main() {
   }
   onScreen.observe($('#compare'));
   onScreen.observe($('#together'));
+  // The engine starts (its worker, the wasm fetched and compiled) while the page shows the
+  // default view drawn ahead, when it opens on it (not on a saved upload): its figures and
+  // first charts painted now are the first meaningful paint.
+  performance.mark('kvlab:load:connect');
+  const connecting = connect(onProgress);
+  connecting.catch(() => {}); // (awaited below, where a failure is shown)
+  const ahead = savedFlag === '1' ? null : viewAhead(query);
+  if (ahead) {
+    showAhead(ahead);
+    performance.mark('kvlab:load:ahead');
+    window.requestAnimationFrame(() => setTimeout(() => performance.mark('kvlab:load:first-painted'), 0));
+  }
   let first;
   let shown = false;
   /** Writes the first view's figures and controls (charts are the engine's). */
   const showFirst = (reply) => {
     if (reply.firstCharts) {
       // The first screen's charts are drawn: the frame after this one shows them with the
-      // figures (written before) — the first meaningful paint.
+      // figures (written before) — the first meaningful paint, unless the view drawn ahead
+      // was (then they replace its charts).
       performance.mark('kvlab:load:first-charts');
-      window.requestAnimationFrame(() => setTimeout(() => performance.mark('kvlab:load:first-painted'), 0));
+      const painted = ahead ? 'kvlab:load:engine-charts-painted' : 'kvlab:load:first-painted';
+      window.requestAnimationFrame(() => setTimeout(() => performance.mark(painted), 0));
+      dropAhead();
       return;
     }
     if (shown) return;
@@ -1440,12 +1522,13 @@ async function main() {
     markTimeline(reply.timeline);
     document.body.dataset.wasmCompiled = reply.compiledBy;
     present(reply);
-    render(reply.figures, ALL);
+    // (drawn ahead: the same figures are on screen already; the complete view follows)
+    if (app.ahead) app.figures = reply.figures;
+    else render(reply.figures, ALL);
     performance.mark('kvlab:load:figures');
   };
   try {
-    performance.mark('kvlab:load:connect');
-    app.client = await connect(onProgress);
+    app.client = await connecting;
     document.body.dataset.engine = app.client.mode;
     document.body.dataset.wasm = app.client.build;
     // A handle for the console and the benchmarks: `await kvlab.call('memory')`, etc.
@@ -1476,6 +1559,7 @@ async function main() {
     }
     if (spec) {
       performance.mark('kvlab:load:drawn');
+      dropAhead();
       measureTimings(first.timings, performance.now());
       if (first.drawError) throw new Error(first.drawError.message);
       showFirst(first);
@@ -1510,6 +1594,7 @@ async function main() {
       const start = performance.now();
       const drawn = await request('draw', { draw: drawSpec(chartsOf(ALL)) });
       performance.mark('kvlab:load:drawn');
+      dropAhead();
       measureTimings(drawn.timings, start);
       render(view.figures, ALL);
       recordUrl(false, await request('toQuery', { settings: app.good }));
@@ -1531,19 +1616,24 @@ async function main() {
 
 /**
  * Puts the first view's settings and controls on the page (`view`: init's reply, its settings
- * and figures possibly replaced by a restored upload's). A second call (the default view after
- * Stop during the first load) only replaces the settings and messages.
+ * and figures possibly replaced by a restored upload's; or the view drawn ahead, with `live`
+ * false: the controls are not wired before the engine is there). A later call (the engine's
+ * first view after the one drawn ahead, or the default view after Stop during the first load)
+ * replaces the settings and messages, and wires the controls once.
  */
-function present(view) {
+function present(view, live = true) {
   showUrlWarnings(view.warnings);
   if (view.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
-  if (!app.presented) {
-    app.presented = true;
+  if (!app.listed) {
+    app.listed = true;
     const modelSel = $('#model');
     for (const m of view.presets) modelSel.add(new Option(m.name, m.slug));
     const custom = new Option(t(app.lang, 'budget.custom'), 'custom');
     custom.dataset.i18n = 'budget.custom';
     modelSel.add(custom);
+  }
+  if (live && !app.presented) {
+    app.presented = true;
     wire();
   }
   if (view.settings.embed) {

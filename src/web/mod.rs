@@ -19,7 +19,6 @@ use crate::Matrix;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters_canvas::CanvasBackend;
-use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::{Clamped, JsCast};
 use web_sys::{
@@ -87,20 +86,7 @@ pub fn to_query(settings: JsValue) -> Result<String, JsValue> {
 /// The model presets: `[{slug, name, layers, n_kv_heads, n_heads, d_head, fp_bytes, ...}]`.
 #[wasm_bindgen(js_name = modelPresets)]
 pub fn model_presets() -> Result<JsValue, JsValue> {
-    #[derive(Serialize)]
-    struct Preset {
-        slug: String,
-        #[serde(flatten)]
-        model: crate::budget::ModelConfig,
-    }
-    let list: Vec<Preset> = crate::budget::ModelConfig::presets()
-        .into_iter()
-        .map(|m| Preset {
-            slug: crate::state::model_slug(&m.name),
-            model: m,
-        })
-        .collect();
-    to_js(&list)
+    to_js(&crate::state::ModelPreset::all())
 }
 
 /// The page's handle: the data and every derived view live here, in wasm memory.

@@ -12,6 +12,7 @@
 //! Chromium) is installed by the step that needs it, and said so on the terminal.
 
 mod bench;
+mod first_view;
 mod fuzz;
 mod pipeline;
 mod serve;

@@ -7,6 +7,7 @@
 //! our own html, css and js for the usual ways to break that; the browser tests then load the
 //! site under a sub-path and fail on any request to another origin.
 
+use crate::first_view;
 use crate::strip::strip_js;
 use crate::wasm::{collect_files, size_report};
 use crate::{wasm, Result, Workspace};
@@ -79,8 +80,10 @@ pub fn dist(ws: &Workspace) -> Result<()> {
                 .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
         }
     }
+    let ahead = first_view::write(&www.join("i18n.js"), &dist.join("index.html"))?;
     println!(
-        "xtask: dist assembled: {} files in {} (js without comments and indentation)",
+        "xtask: dist assembled: {} files in {} (js without comments and indentation; \
+         index.html with the default view drawn ahead, {ahead} B)",
         files.len(),
         dist.display()
     );
