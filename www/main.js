@@ -794,6 +794,14 @@ function describeWarning(w) {
 /** Writes figures and formulas of `sections` (the engine has drawn their charts). */
 function render(figures, sections) {
   app.figures = figures;
+  writeView(figures, sections);
+}
+
+/**
+ * Writes `figures` and the formulas of `sections` on the page (render; and the view drawn
+ * ahead, whose figures are not the engine's yet).
+ */
+function writeView(figures, sections) {
   const tf = performance.now();
   fitRanges(figures);
   writeFigures(figures);
@@ -1019,8 +1027,7 @@ async function setLanguage(lang) {
     // (the engine has no view yet: the one drawn ahead, worded again)
     app.good.lang = lang;
     app.settings.lang = lang;
-    render(app.ahead.figures, ALL);
-    app.figures = null;
+    writeView(app.ahead.figures, ALL);
     paintAhead();
   } else if (app.client && app.good) {
     app.good.lang = lang;
@@ -1408,9 +1415,8 @@ function viewAhead(query) {
  */
 function showAhead(ahead) {
   app.ahead = ahead;
-  present({ ...ahead, settings: { ...ahead.settings, lang: app.lang } }, false);
-  render(ahead.figures, ALL);
-  app.figures = null; // (the engine's figures: charts are redrawn only once it has them)
+  present(ahead, false);
+  writeView(ahead.figures, ALL);
   paintAhead();
 }
 
