@@ -22,6 +22,14 @@
 //! window r, method, scheme). That is what the page's `kvlab:compute` runs in wasm (minus the
 //! JS <-> Rust conversion of settings and figures), so the two tables compare wasm with native.
 //! `--no-lab` skips it (`benches/numpy_compare.py` does), `--lab-only` runs only it.
+//!
+//! **Memory policy.** numpy's allocator asks Linux for transparent huge pages on every array of
+//! 4 MiB or more (`madvise(MADV_HUGEPAGE)`, on by default since numpy 1.20), so a fresh 16 MiB
+//! array costs 8 page faults, not 4,096. This harness's allocator does the same for the Rust
+//! side ([`NumpyLikeAlloc`]), so that the "fresh buffers" rows compare the kernels and not two
+//! memory policies. `--no-hugepages` turns it off (`benches/numpy_compare.py --no-hugepages`
+//! turns numpy's off too). The library itself allocates with whatever allocator its program
+//! uses; the page (wasm) is not concerned.
 
 use kvlab::lab::Lab;
 use kvlab::policy::{sweep, Policy};
@@ -30,8 +38,78 @@ use kvlab::select::{h2o, observation_scores, snapkv, Pooling};
 use kvlab::state::{Method, Settings};
 use kvlab::synth::{attention, keys, values, AttentionPreset, AttentionSpec, KvSpec};
 use kvlab::Matrix;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+/// The system allocator, plus what numpy's allocator does on Linux (numpy
+/// `_core/src/multiarray/alloc.c`, `default_malloc` and friends): a block of 4 MiB or more is
+/// advised `MADV_HUGEPAGE` from its first page boundary on, so the kernel backs it with 2 MiB
+/// pages where it can (this machine's transparent huge pages are in `madvise` mode). Off with
+/// `--no-hugepages`.
+struct NumpyLikeAlloc;
+
+/// Whether [`NumpyLikeAlloc`] advises huge pages (`--no-hugepages` clears it).
+static HUGEPAGES: AtomicBool = AtomicBool::new(true);
+
+/// numpy's threshold: `nelem * esz >= (1u << 22u)`.
+const HUGEPAGE_MIN_BYTES: usize = 1 << 22;
+
+#[cfg(target_os = "linux")]
+extern "C" {
+    fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: std::ffi::c_int)
+        -> std::ffi::c_int;
+}
+
+/// `MADV_HUGEPAGE` on Linux (asm-generic/mman-common.h).
+#[cfg(target_os = "linux")]
+const MADV_HUGEPAGE: std::ffi::c_int = 14;
+
+impl NumpyLikeAlloc {
+    /// Advises the block at `p` of `size` bytes as numpy does; a failed advice is ignored, as
+    /// numpy ignores it (it only changes how the memory is backed).
+    #[allow(unused_variables)]
+    fn advise(p: *mut u8, size: usize) {
+        #[cfg(target_os = "linux")]
+        if !p.is_null() && size >= HUGEPAGE_MIN_BYTES && HUGEPAGES.load(Ordering::Relaxed) {
+            const PAGE: usize = 4096;
+            let offset = PAGE - (p as usize) % PAGE;
+            // SAFETY: [p + offset, p + size) lies inside the block just allocated (offset <=
+            // 4096 < size), starts on a page boundary, and madvise only changes how those
+            // pages are backed, never their contents.
+            unsafe {
+                madvise(p.add(offset).cast(), size - offset, MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
+// SAFETY: every call is forwarded to `System` with the same arguments; `advise` does not touch
+// the memory's contents.
+unsafe impl GlobalAlloc for NumpyLikeAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        Self::advise(p, layout.size());
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        Self::advise(p, layout.size());
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        Self::advise(p, new_size);
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static ALLOC: NumpyLikeAlloc = NumpyLikeAlloc;
 
 fn time<F: FnMut()>(runs: usize, mut f: F) -> (f64, f64) {
     f(); // warm up
@@ -75,6 +153,9 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(std::path::PathBuf::from);
     let no_lab = args.iter().any(|a| a == "--no-lab");
+    if args.iter().any(|a| a == "--no-hugepages") {
+        HUGEPAGES.store(false, Ordering::Relaxed);
+    }
     if args.iter().any(|a| a == "--lab-only") {
         lab_updates(json);
         return;

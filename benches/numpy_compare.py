@@ -6,6 +6,7 @@
     python3 benches/numpy_compare.py --runs 3   # repeat the whole comparison 3 times
     python3 benches/numpy_compare.py --target-cpu native   # kvlab built for this CPU (AVX2...)
     python3 benches/numpy_compare.py --keep-memory   # both sides' malloc keeps freed memory
+    python3 benches/numpy_compare.py --no-hugepages  # neither side asks for huge pages
 
 Runs `cargo bench --bench core -- --json --write-inputs DIR`, which times the Rust kernels and
 writes their inputs (and their outputs) as .npy/.json. Then it times vectorised numpy
@@ -30,7 +31,12 @@ favours numpy slightly. Both sides are single-threaded (no BLAS call is involved
 The "fresh" rows allocate their outputs on every call (W2: 4 MB of codes and 16 MB of k_hat on
 the Rust side). glibc's malloc hands memory that large back to the kernel when it is freed, so
 each call pays the page faults of fresh memory again; on this project's sandboxed machines that
-is about two thirds of Rust's W2 time. `--keep-memory` runs both sides (this script, hence numpy,
+is most of Rust's W2 time unless the memory is backed by huge pages. numpy asks Linux for
+transparent huge pages on every array of 4 MiB or more (madvise, on by default since numpy
+1.20; with huge pages a fresh 16 MiB array costs 8 page faults instead of 4,096), and the Rust
+benchmark's allocator does the same by default (benches/core.rs, NumpyLikeAlloc), so both sides
+run under one memory policy. `--no-hugepages` turns it off on both sides (numpy's
+_set_madvise_hugepage(False), the benchmark's --no-hugepages). `--keep-memory` runs both sides (this script, hence numpy,
 and the Rust benchmark it starts) with malloc told to keep freed memory (glibc's
 MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_), which is what a long-running
 program that quantizes repeatedly sees; the "reused" rows show the same without any tuning.
@@ -253,9 +259,12 @@ def cargo_env(root, target_cpu):
     return env
 
 
-def one_run(root, quiet, target_cpu=None):
+def one_run(root, quiet, target_cpu=None, hugepages=True):
     with tempfile.TemporaryDirectory() as d:
-        cmd = ["cargo", "bench", "--quiet", "--bench", "core", "--", "--json", "--write-inputs", d]
+        cmd = ["cargo", "bench", "--quiet", "--bench", "core", "--", "--json"]
+        if not hugepages:
+            cmd.append("--no-hugepages")
+        cmd += ["--write-inputs", d]
         env = cargo_env(root, target_cpu)
         if not quiet:
             prefix = f"RUSTFLAGS='{env['RUSTFLAGS']}' " if target_cpu else ""
@@ -307,7 +316,11 @@ def main():
                          "default: the baseline x86-64 target (SSE2)")
     ap.add_argument("--keep-memory", action="store_true",
                     help="run both sides with glibc's malloc keeping freed memory (see above)")
+    ap.add_argument("--no-hugepages", action="store_true",
+                    help="neither side advises huge pages for large arrays (numpy's default "
+                         "and the benchmark's is to advise them; see above)")
     args = ap.parse_args()
+    (getattr(np, "_core", None) or np.core).multiarray._set_madvise_hugepage(not args.no_hugepages)
     if args.keep_memory and any(os.environ.get(k) != v for k, v in KEEP_MEMORY.items()):
         # malloc reads its settings when the process starts: start again with them, so that
         # numpy (this process) and the Rust benchmark (its child) both run with them.
@@ -317,11 +330,14 @@ def main():
           + (f"-C target-cpu={args.target_cpu}" if args.target_cpu else "the baseline target")
           + ("; both sides with malloc keeping freed memory ("
              + " ".join(f"{k}={v}" for k, v in KEEP_MEMORY.items()) + ")"
-             if args.keep_memory else ""))
+             if args.keep_memory else "")
+          + ("; neither side advises huge pages" if args.no_hugepages
+             else "; both sides advise huge pages for arrays of 4 MiB or more (numpy's default)"))
     problems = []
     best = {}
     for i in range(args.runs):
-        rows, bad, extra = one_run(root, quiet=i > 0, target_cpu=args.target_cpu)
+        rows, bad, extra = one_run(root, quiet=i > 0, target_cpu=args.target_cpu,
+                                   hugepages=not args.no_hugepages)
         problems += bad
         for w, name, r50, _, n50, _ in rows:
             b = best.setdefault((w, name), [r50, n50])
