@@ -28,18 +28,17 @@ Kernels (see src/quant.rs and src/select.rs):
 The numpy side does no input validation (Rust's kernels check every value is finite), which
 favours numpy slightly. Both sides are single-threaded (no BLAS call is involved).
 
-The "fresh" rows allocate their outputs on every call (W2: 4 MB of codes and 16 MB of k_hat on
+The "fresh" rows allocate their outputs on every call (W2: 16 MB of codes and 16 MB of k_hat on
 the Rust side). glibc's malloc hands memory that large back to the kernel when it is freed, so
-each call pays the page faults of fresh memory again; on this project's sandboxed machines that
-is most of Rust's W2 time unless the memory is backed by huge pages. numpy asks Linux for
-transparent huge pages on every array of 4 MiB or more (madvise, on by default since numpy
-1.20; with huge pages a fresh 16 MiB array costs 8 page faults instead of 4,096), and the Rust
-benchmark's allocator does the same by default (benches/core.rs, NumpyLikeAlloc), so both sides
-run under one memory policy. `--no-hugepages` turns it off on both sides (numpy's
-_set_madvise_hugepage(False), the benchmark's --no-hugepages). `--keep-memory` runs both sides (this script, hence numpy,
-and the Rust benchmark it starts) with malloc told to keep freed memory (glibc's
-MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_), which is what a long-running
-program that quantizes repeatedly sees; the "reused" rows show the same without any tuning.
+each call pays the page faults of fresh memory again. numpy asks Linux for transparent huge
+pages on every array of 4 MiB or more (madvise; on by default since numpy 1.20), so a fresh
+16 MiB array costs it 8 page faults instead of 4,096. The Rust benchmark's allocator does the
+same by default (benches/core.rs, NumpyLikeAlloc), so both sides run under one memory policy.
+`--no-hugepages` turns it off on both sides (numpy's _set_madvise_hugepage(False), the
+benchmark's --no-hugepages). `--keep-memory` runs both sides (this script, hence numpy, and the
+Rust benchmark it starts) with malloc told to keep freed memory (glibc's MALLOC_MMAP_THRESHOLD_,
+MALLOC_TRIM_THRESHOLD_ and MALLOC_TOP_PAD_), which is what a long-running program that
+quantizes repeatedly sees; the "reused" rows show the same without any tuning.
 """
 import argparse
 import json
