@@ -55,6 +55,7 @@ const app = {
   presented: false, // the controls are wired (present())
   listed: false, // the model presets are listed (present())
   ahead: null, // the default view drawn ahead (showAhead), until the engine's charts replace it
+  early: new Map(), // key -> value a control was set to before the controls were wired (keepEarlyInput)
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
@@ -1416,8 +1417,37 @@ function viewAhead(query) {
 function showAhead(ahead) {
   app.ahead = ahead;
   present(ahead, false);
+  keepEarlyInput();
   writeView(ahead.figures, ALL);
   paintAhead();
+}
+
+/**
+ * The controls of the view drawn ahead look live before they are wired (the engine's first
+ * view wires them, 200–300 ms later on a cold load). What a learner sets meanwhile is kept, by
+ * key, and applied once the page is ready (applyEarlyInput), as a change made then. A control
+ * changed again after the wiring goes its normal way, and its early value is forgotten.
+ */
+function keepEarlyInput() {
+  const note = (e) => {
+    const c = e.target;
+    if (!(c instanceof Element) || !c.matches('[data-key]')) return;
+    if (app.presented) app.early.delete(c.dataset.key);
+    else app.early.set(c.dataset.key, c.value);
+  };
+  document.addEventListener('input', note, true);
+  document.addEventListener('change', note, true);
+}
+
+/** The values set before the controls were wired (keepEarlyInput), applied as changes now. */
+function applyEarlyInput() {
+  for (const [key, value] of app.early) {
+    const c = document.querySelector(`[data-key="${key}"]`);
+    if (!c) continue;
+    c.value = value;
+    schedule(c, true);
+  }
+  app.early.clear();
 }
 
 /**
@@ -1615,6 +1645,7 @@ async function main() {
   status.hidden = true;
   app.ready = true;
   document.body.dataset.state = 'ready';
+  applyEarlyInput();
   if (savedFlag === null) restoreLegacyUpload();
   // (charts resized while the first view was drawn, and left for later)
   if (app.stale.size || app.enginePending) scheduleCatchUp(0);

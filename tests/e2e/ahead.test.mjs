@@ -147,6 +147,32 @@ test('switching the language before the engine is there words the view drawn ahe
   await close();
 });
 
+test('a control set before the engine is there is applied once it is', async () => {
+  const { context, close } = await launch({ locale: 'en-US' });
+  try {
+    const { page, problems, release } = await openHeld(context, urlWith(''));
+    await page.waitForFunction(() => performance.getEntriesByName('kvlab:load:first-painted').length > 0);
+    const bits = page.getByLabel('Bits', { exact: true });
+    assert.equal(await bits.inputValue(), '4', 'the default view drawn ahead');
+    await bits.fill('3'); // (the controls are not wired yet: the wasm is held back)
+    assert.equal(await page.locator('body').getAttribute('data-state'), 'loading');
+    await release();
+    assert.equal(await bits.inputValue(), '3', 'the early change survives the engine\'s first view');
+    const after = await shown(page);
+    await page.waitForFunction(() => new URLSearchParams(window.location.search).get('bits') === '3');
+
+    // The same view as a link to it: every figure, formula and control value.
+    const direct = await context.newPage();
+    await direct.goto(urlWith({ bits: 3, lang: 'en' }));
+    await direct.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+    await settle(direct);
+    assert.deepEqual(after, await shown(direct), 'the view of ?bits=3');
+    assert.deepEqual(problems, []);
+  } finally {
+    await close();
+  }
+});
+
 test('the charts drawn ahead have the size of the budget canvases at the widest layout', async () => {
   const page = await browser.context.newPage();
   await page.setViewportSize({ width: 1600, height: 1000 });
