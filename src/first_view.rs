@@ -19,9 +19,6 @@ use crate::state::{ModelPreset, Settings};
 use plotters::prelude::*;
 use serde_json::{json, Map, Value};
 
-/// The first screen's charts drawn ahead: `(name, whether it is the model's breakdown)`.
-pub const CHARTS: [(&str, bool); 2] = [("budget-data", false), ("budget-model", true)];
-
 /// The default view with its charts drawn for each `(language, labels)` in `languages`, in
 /// light and dark, at `size` CSS pixels.
 pub fn first_view(languages: &[(&str, Labels)], size: (u32, u32)) -> Result<Value, FirstViewError> {
@@ -32,7 +29,7 @@ pub fn first_view(languages: &[(&str, Labels)], size: (u32, u32)) -> Result<Valu
         let mut themes = Map::new();
         for (theme, style) in [("light", ChartStyle::light()), ("dark", ChartStyle::dark())] {
             let mut drawn = Map::new();
-            for (name, model) in CHARTS {
+            for (name, model) in render::BUDGET_CHARTS {
                 drawn.insert(
                     name.into(),
                     budget_svg(&lab, labels, &style, model, size)?.into(),
@@ -142,7 +139,7 @@ mod tests {
             ("zh", "当前数据上的 M_KV,final"),
         ] {
             for theme in ["light", "dark"] {
-                for (name, _) in CHARTS {
+                for (name, _) in render::BUDGET_CHARTS {
                     let svg = v["charts"][lang][theme][name].as_str().unwrap();
                     assert!(svg.starts_with("<svg") && svg.contains("viewBox=\"0 0 500 180\""));
                     // The data's chart carries its title in the language it was drawn for.

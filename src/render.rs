@@ -515,6 +515,19 @@ pub fn bytes_text(b: u64) -> String {
     }
 }
 
+/// The page's names of the two [`budget_bar`] charts: `(name, model)`. The page's module draws
+/// them by these names, and `cargo xtask dist` draws them ahead (`first_view`) under the same ones.
+pub const BUDGET_CHARTS: [(&str, bool); 2] = [("budget-data", false), ("budget-model", true)];
+
+/// The `model` argument of [`budget_bar`] for the chart named `name`, if it is one of
+/// [`BUDGET_CHARTS`].
+pub fn budget_chart(name: &str) -> Option<bool> {
+    BUDGET_CHARTS
+        .iter()
+        .find(|&&(n, _)| n == name)
+        .map(|&(_, model)| model)
+}
+
 /// Section 1: `M_KV,final` as stacked terms beside `M_fp`; `model` picks the extrapolated
 /// breakdown instead of the one on the data.
 pub fn budget_bar<DB: DrawingBackend>(
@@ -576,6 +589,14 @@ pub fn budget_bar<DB: DrawingBackend>(
 mod tests {
     use super::*;
     use crate::state::Settings;
+
+    #[test]
+    fn budget_charts_are_named_by_the_breakdown_they_show() {
+        assert_eq!(budget_chart("budget-data"), Some(false));
+        assert_eq!(budget_chart("budget-model"), Some(true));
+        assert_eq!(budget_chart("hist"), None);
+        assert_eq!(budget_chart(""), None);
+    }
 
     /// The page keeps the attention heatmap's pooled grid across selection changes: the pixels
     /// must equal a fresh draw's, and new data must not reuse the old pool.

@@ -343,7 +343,11 @@ fn draw_chart<DB: DrawingBackend>(
     fn none<T>(r: Result<T, ChartError>) -> Result<Option<Pixels>, JsValue> {
         r.map(|_| None).map_err(chart_error)
     }
+    let budget = render::budget_chart(name);
     let pixels = match name {
+        _ if budget.is_some() => {
+            none(render::budget_bar(root, lab, labels, style, budget == Some(true)))?
+        }
         "hist" => none(render::quant_histogram(root, lab, labels, style))?,
         "groups" => none(render::group_errors(root, lab, labels, style))?,
         "rows" => none(render::row_errors(root, lab, labels, style))?,
@@ -352,8 +356,6 @@ fn draw_chart<DB: DrawingBackend>(
         "mass" => none(render::mass_retained(root, lab, labels, style))?,
         "tradeoff" => none(render::tradeoff(root, lab, labels, style))?,
         "strips" => none(render::policy_strips(root, lab, labels, style))?,
-        "budget-data" => none(render::budget_bar(root, lab, labels, style, false))?,
-        "budget-model" => none(render::budget_bar(root, lab, labels, style, true))?,
         "errmap" => Some(render::error_heatmap(root, lab, labels, style).map_err(chart_error)?),
         "attn" => Some(render::attention_heatmap(root, lab, labels, style, attn_cache)
                 .map_err(chart_error)?),
