@@ -56,6 +56,7 @@ const app = {
   listed: false, // the model presets are listed (present())
   ahead: null, // the default view drawn ahead (showAhead), until the engine's charts replace it
   early: new Map(), // key -> value a control was set to before the controls were wired (keepEarlyInput)
+  stopKeepingEarly: null, // removes keepEarlyInput's listeners (applyEarlyInput)
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
@@ -1437,10 +1438,16 @@ function keepEarlyInput() {
   };
   document.addEventListener('input', note, true);
   document.addEventListener('change', note, true);
+  app.stopKeepingEarly = () => {
+    document.removeEventListener('input', note, true);
+    document.removeEventListener('change', note, true);
+  };
 }
 
 /** The values set before the controls were wired (keepEarlyInput), applied as changes now. */
 function applyEarlyInput() {
+  app.stopKeepingEarly?.();
+  app.stopKeepingEarly = null;
   for (const [key, value] of app.early) {
     const c = document.querySelector(`[data-key="${key}"]`);
     if (!c) continue;
