@@ -1496,12 +1496,18 @@ function markTimeline(timeline) {
   }
 }
 
+/** The controls and buttons that do nothing without the engine (disabled when it fails). */
+const NEEDS_ENGINE = '[data-key], #reset, #file, #export-csv, #export-json, [data-png]';
+
 async function main() {
   const status = $('#status');
   const failed = (e) => {
     status.textContent = t(app.lang, 'status.failed') + (e.message ?? String(e));
     status.hidden = false;
     document.body.dataset.state = 'failed';
+    // Nothing can compute a view now: what would need the engine says so (disabled) instead of
+    // looking live under the view on screen (the one drawn ahead, or the last one shown).
+    for (const el of document.querySelectorAll(NEEDS_ENGINE)) el.disabled = true;
     markBusy();
   };
   // URL first; with no query, the last view from this browser.

@@ -173,6 +173,25 @@ test('a control set before the engine is there is applied once it is', async () 
   }
 });
 
+test('when the engine cannot load, the view drawn ahead stays and its controls say they are not live', async () => {
+  const { context, close } = await launch({ locale: 'en-US' });
+  try {
+    await context.route('**/*.wasm', (route) => route.abort('internetdisconnected'));
+    const page = await context.newPage();
+    await page.goto(urlWith(''));
+    await page.locator('body[data-state="failed"]').waitFor({ timeout: 30_000 });
+    await assert.doesNotReject(page.locator('#status').getByText('The WebAssembly module could not be loaded').waitFor());
+    const view = await shown(page);
+    assert.ok(view.figures.filter((f) => !f.endsWith('=|')).length > 40, 'the figures drawn ahead stay');
+    const live = await page.evaluate(() => [...document.querySelectorAll('[data-key], #reset, #file, #export-csv, #export-json, [data-png]')]
+      .filter((el) => !el.disabled).map((el) => el.id || el.dataset.key || el.dataset.png));
+    assert.deepEqual(live, [], 'nothing that needs the engine is left enabled');
+    assert.ok(await page.locator('#lang').isEnabled(), 'the language can still be switched');
+  } finally {
+    await close();
+  }
+});
+
 test('the charts drawn ahead have the size of the budget canvases at the widest layout', async () => {
   const page = await browser.context.newPage();
   await page.setViewportSize({ width: 1600, height: 1000 });
