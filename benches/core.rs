@@ -14,6 +14,10 @@
 //! `W*_expected_hat.npy` (the de-quantized keys), `W*_expected_snapkv_scores.npy` (1 x T) and
 //! `W*_expected.json` (error statistics, kept indices of H2O and SnapKV, B and r).
 //!
+//! The kernels and the two workloads are `benches/kernels/src/kernels.rs`, which the wasm module
+//! of `cargo xtask bench wasm` builds too: `--json` prints each kernel's checksum, and
+//! `benches/wasm.mjs` checks the wasm run computed the same.
+//!
 //! A third workload, W3 (the trade-off sweep: 32 budgets x 5 policies on W1's attention), is
 //! timed natively with `kvlab::policy::sweep`.
 //!
@@ -31,12 +35,17 @@
 //! turns numpy's off too). The library itself allocates with whatever allocator its program
 //! uses; the page (wasm) is not concerned.
 
+// The kernels and workloads, shared with the wasm module `benches/wasm.mjs` times in Chromium.
+#[path = "kernels/src/kernels.rs"]
+mod kernels;
+
+use kernels::{Bench, KERNELS, SNAPKV_POOLING, SNAPKV_WINDOW, WORKLOADS};
 use kvlab::lab::Lab;
 use kvlab::policy::{sweep, Policy};
-use kvlab::quant::{error_stats, quantize, quantize_reusing, QuantConfig, Scheme};
+use kvlab::quant::{error_stats, quantize, Scheme};
 use kvlab::select::{h2o, observation_scores, snapkv, Pooling};
 use kvlab::state::{Method, Settings};
-use kvlab::synth::{attention, keys, values, AttentionPreset, AttentionSpec, KvSpec};
+use kvlab::synth::{attention, values, AttentionPreset, AttentionSpec, KvSpec};
 use kvlab::Matrix;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -160,86 +169,37 @@ fn main() {
         lab_updates(json);
         return;
     }
-    let workloads = [("W1", 64usize, 4096usize, 128usize), ("W2", 64, 32768, 128)];
     if !json {
         println!(
             "{:<4} {:<34} {:>10} {:>10}",
             "load", "kernel", "p50 ms", "p95 ms"
         );
     }
-    for (name, s, t, d) in workloads {
-        let a = attention(&AttentionSpec::preset(
-            AttentionPreset::HeavyHitters,
-            s,
-            t,
-            7,
-        ))
-        .expect("valid spec");
-        let k = keys(&KvSpec {
-            tokens: t,
-            channels: d,
-            seed: 7,
-            ..KvSpec::default()
-        })
-        .expect("valid spec");
+    for shape in WORKLOADS {
+        let name = shape.name;
+        let mut bench = Bench::new(shape).expect("valid workload");
         if let Some(dir) = &write_dir {
             std::fs::create_dir_all(dir).expect("create input dir");
-            write_npy(&dir.join(format!("{name}_attention.npy")), &a).expect("write");
-            write_npy(&dir.join(format!("{name}_keys.npy")), &k).expect("write");
+            write_npy(&dir.join(format!("{name}_attention.npy")), &bench.attention).expect("write");
+            write_npy(&dir.join(format!("{name}_keys.npy")), &bench.keys).expect("write");
         }
-        let runs = if t > 10_000 { 15 } else { 40 };
-        let budget = t / 8;
-        let recent = t / 32;
-        let cfg = QuantConfig::per_channel_symmetric(4);
-        let rows: Vec<(&str, (f64, f64))> = vec![
-            (
-                "quantize+dequantize+stats (4-bit)",
-                time(runs, || {
-                    let q = quantize(black_box(&k), &cfg).expect("quantize");
-                    let hat = q.dequantize();
-                    black_box(error_stats(&k, &q));
-                    black_box(hat);
-                }),
-            ),
-            (
-                // what the page does on every quantization change (see `Lab`): the codes and
-                // x_hat written into buffers kept from the previous call
-                "quantize+dequantize+stats/reused (4-bit)",
-                {
-                    let mut codes = Vec::new();
-                    let mut hat = vec![0f32; k.data().len()];
-                    time(runs, || {
-                        let q = quantize_reusing(black_box(&k), &cfg, std::mem::take(&mut codes))
-                            .expect("quantize");
-                        q.dequantize_into(&mut hat);
-                        black_box(error_stats(&k, &q));
-                        black_box(&hat);
-                        codes = q.into_codes();
-                    })
-                },
-            ),
-            (
-                "h2o (B=T/8, r=T/32)",
-                time(runs, || {
-                    black_box(h2o(black_box(&a), budget, recent).expect("h2o"));
-                }),
-            ),
-            (
-                "snapkv (w=32, avg k=7)",
-                time(runs, || {
-                    let sc = observation_scores(black_box(&a), 32, Pooling::Avg { kernel: 7 })
-                        .expect("scores");
-                    black_box(snapkv(&sc, budget, recent).expect("snapkv"));
-                }),
-            ),
-        ];
+        let runs = if shape.tokens > 10_000 { 15 } else { 40 };
+        let rows: Vec<(&str, (f64, f64), f64)> = (0..KERNELS.len())
+            .map(|i| {
+                let checksum = bench.run(i).expect("kernel");
+                let timing = time(runs, || {
+                    black_box(bench.run(black_box(i)).expect("kernel"));
+                });
+                (KERNELS[i], timing, checksum)
+            })
+            .collect();
         if let Some(dir) = &write_dir {
-            write_expected(dir, name, &a, &k, &cfg, budget, recent).expect("write expected");
+            write_expected(dir, name, &bench).expect("write expected");
         }
-        for (kernel, (p50, p95)) in rows {
+        for (kernel, (p50, p95), checksum) in rows {
             if json {
                 println!(
-                    "{{\"workload\":\"{name}\",\"kernel\":\"{kernel}\",\"p50_ms\":{p50:.4},\"p95_ms\":{p95:.4}}}"
+                    "{{\"workload\":\"{name}\",\"kernel\":\"{kernel}\",\"p50_ms\":{p50:.4},\"p95_ms\":{p95:.4},\"checksum\":{checksum:?}}}"
                 );
             } else {
                 println!("{name:<4} {kernel:<34} {p50:>10.3} {p95:>10.3}");
@@ -359,22 +319,15 @@ fn pq(sorted: &[f64]) -> (f64, f64) {
 }
 
 /// Writes what the kernels computed on one workload (for the numpy side to check against).
-fn write_expected(
-    dir: &std::path::Path,
-    name: &str,
-    a: &Matrix,
-    k: &Matrix,
-    cfg: &QuantConfig,
-    budget: usize,
-    recent: usize,
-) -> std::io::Result<()> {
-    let q = quantize(k, cfg).expect("quantize");
+fn write_expected(dir: &std::path::Path, name: &str, bench: &Bench) -> std::io::Result<()> {
+    let (a, k, budget, recent) = (&bench.attention, &bench.keys, bench.budget, bench.recent);
+    let q = quantize(k, &bench.config).expect("quantize");
     write_npy(
         &dir.join(format!("{name}_expected_hat.npy")),
         &q.dequantize(),
     )?;
     let st = error_stats(k, &q);
-    let sc = observation_scores(a, 32, Pooling::Avg { kernel: 7 }).expect("scores");
+    let sc = observation_scores(a, SNAPKV_WINDOW, SNAPKV_POOLING).expect("scores");
     let sc_m = Matrix::new(1, sc.len(), sc.clone()).expect("1 x T");
     write_npy(
         &dir.join(format!("{name}_expected_snapkv_scores.npy")),

@@ -7,13 +7,19 @@
 //!                                  kvlab built for the baseline target, then again with
 //!                                  `--target-cpu native`), then `cargo bench --bench core --
 //!                                  --lab-only` (page update path)
+//! cargo xtask bench wasm [ARGS]    the same kernels in wasm in headless Chromium against native:
+//!                                  builds benches/kernels/ for wasm32 (scalar, simd128), times
+//!                                  the native kernels (`cargo bench --bench core -- --json
+//!                                  --no-lab`, unless ARGS give `--native FILE`), then
+//!                                  `node benches/wasm.mjs ARGS`
 //! ```
 //!
 //! Figures only: nothing here fails on a missed target (the benchmarks print pass/MISS).
 
-use std::process::ExitCode;
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
 
-use crate::{run_status, serve, site, Result, Workspace};
+use crate::{pipeline, run_status, serve, show, site, wasm, Result, Workspace};
 
 /// Runs the benchmarks named by `rest` (default: all).
 pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
@@ -28,10 +34,11 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
         }
         "page" => page(ws, args)?,
         "core" if args.is_empty() => core(ws)?,
+        "wasm" => wasm_kernels(ws, args)?,
         other => {
             return Err(format!(
                 "unknown `bench` arguments `{other} {}`: use `bench [all]`, `bench page [ARGS for \
-                 benches/page.mjs]` or `bench core`",
+                 benches/page.mjs]`, `bench core` or `bench wasm [ARGS for benches/wasm.mjs]`",
                 args.join(" ")
             )
             .into())
@@ -43,14 +50,7 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
 /// dist, served on a free port, driven by benches/page.mjs in headless Chromium.
 fn page(ws: &Workspace, args: &[String]) -> Result<()> {
     site::dist(ws)?;
-    if !ws
-        .root
-        .join("node_modules/playwright-core/package.json")
-        .is_file()
-    {
-        println!("xtask: node_modules is missing: running `npm ci`");
-        run_status(ws.command("npm").arg("ci"))?;
-    }
+    let chromium = browser_setup(ws)?;
     let server = serve::start(&ws.dist(), "/", 0, true)?;
     let url = server.url("/");
     println!("xtask: serving dist/ at {url}");
@@ -59,10 +59,57 @@ fn page(ws: &Workspace, args: &[String]) -> Result<()> {
             .arg("benches/page.mjs")
             .args(args)
             .env("KVLAB_URL", &url)
+            .env("KVLAB_CHROMIUM", &chromium)
             .env("KVLAB_DIST", ws.dist()),
     );
     server.stop();
     result
+}
+
+/// What the benchmark scripts need (node packages, Chromium), set up as `cargo xtask test` does;
+/// the Chromium found, for `KVLAB_CHROMIUM`.
+fn browser_setup(ws: &Workspace) -> Result<PathBuf> {
+    pipeline::ensure_node_packages(ws)?;
+    Ok(pipeline::ensure_chromium()?)
+}
+
+/// The kernels in wasm (benches/kernels/, scalar and simd128) in headless Chromium, against the
+/// same kernels natively: benches/wasm.mjs.
+fn wasm_kernels(ws: &Workspace, args: &[String]) -> Result<()> {
+    let out = ws.target().join("bench-wasm");
+    wasm::build_bench(ws, &out)?;
+    let chromium = browser_setup(ws)?;
+    let mut script_args = vec![
+        "benches/wasm.mjs".to_string(),
+        "--pkg".to_string(),
+        out.display().to_string(),
+    ];
+    if !args.iter().any(|a| a == "--native") {
+        let native = out.join("native.json");
+        println!(
+            "xtask: timing the native kernels: `cargo bench --bench core -- --json --no-lab` into \
+             {} (a first build of the benchmark takes minutes: release, fat LTO)",
+            native.display()
+        );
+        let mut cmd = ws.cargo();
+        cmd.args(["bench", "--bench", "core", "--", "--json", "--no-lab"])
+            .stderr(Stdio::inherit());
+        let output = cmd
+            .output()
+            .map_err(|e| format!("cannot run `{}`: {e}", show(&cmd)))?;
+        if !output.status.success() {
+            return Err(format!("`{}` failed ({})", show(&cmd), output.status).into());
+        }
+        std::fs::write(&native, &output.stdout)
+            .map_err(|e| format!("cannot write {}: {e}", native.display()))?;
+        script_args.extend(["--native".to_string(), native.display().to_string()]);
+    }
+    script_args.extend(args.iter().cloned());
+    run_status(
+        ws.command("node")
+            .args(&script_args)
+            .env("KVLAB_CHROMIUM", &chromium),
+    )
 }
 
 /// Native kernels against numpy, then the page's update path natively.

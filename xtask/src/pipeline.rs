@@ -2,8 +2,8 @@
 //!
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`, then the same lints for the
-//!    wasm32 builds of `kvlab` and `kvlab-upload` (the only builds that compile `src/web/`,
-//!    `src/js.rs` and `upload/`'s wrapper)
+//!    wasm32 builds of `kvlab`, `kvlab-upload` and `kvlab-bench-kernels` (the only builds that
+//!    compile `src/web/`, `src/js.rs` and the wrappers of `upload/` and `benches/kernels/`)
 //! 3. `cargo test --workspace --no-fail-fast` (unit, integration, property and doc tests)
 //! 4. the wasm builds (the page's module, scalar and simd128; the upload module) and `dist/`,
 //!    then the size budget (issue 6's gzip targets: the wasm at start, every file of the page)
@@ -112,10 +112,10 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
         plain(ws.cargo().args(["fmt", "--all", "--", "--check"]))
     });
     run.step(
-        "lint: cargo clippy --workspace --all-targets -- -D warnings (host, then wasm32 for src/web/, src/js.rs and upload/)",
+        "lint: cargo clippy --workspace --all-targets -- -D warnings (host, then wasm32 for src/web/, src/js.rs, upload/ and benches/kernels/)",
         || {
-            // src/web/, src/js.rs and upload/'s wrapper only compile for wasm32, so the host run
-            // alone would never lint them.
+            // src/web/, src/js.rs and the wrappers of upload/ and benches/kernels/ only compile
+            // for wasm32, so the host run alone would never lint them.
             let host = plain(ws.cargo().args([
                 "clippy",
                 "--workspace",
@@ -133,6 +133,8 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
                     "kvlab",
                     "-p",
                     "kvlab-upload",
+                    "-p",
+                    "kvlab-bench-kernels",
                     "--lib",
                     "--",
                     "-D",
@@ -456,7 +458,9 @@ fn find_chromium() -> std::result::Result<Option<PathBuf>, String> {
         .find(|p| p.is_file()))
 }
 
-fn ensure_chromium() -> std::result::Result<PathBuf, String> {
+/// Chromium's path ([`find_chromium`]), installed with apt first when it is missing (as root on
+/// Debian).
+pub fn ensure_chromium() -> std::result::Result<PathBuf, String> {
     if let Some(p) = find_chromium()? {
         println!("Chromium: {}", p.display());
         return Ok(p);
@@ -493,7 +497,7 @@ fn ensure_chromium() -> std::result::Result<PathBuf, String> {
 }
 
 /// `npm ci` when node_modules is missing, or older than package-lock.json.
-fn ensure_node_packages(ws: &Workspace) -> std::result::Result<(), String> {
+pub fn ensure_node_packages(ws: &Workspace) -> std::result::Result<(), String> {
     for (tool, hint) in [("node", "Node.js 20 or later"), ("npm", "npm")] {
         match Command::new(tool).arg("--version").output() {
             Ok(o) if o.status.success() => {

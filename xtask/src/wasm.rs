@@ -25,7 +25,8 @@ struct Flavour {
     package: &'static str,
     /// The `.wasm` file's stem (the package's lib name).
     artifact: &'static str,
-    /// Folder of its bindings under `www/`.
+    /// Folder of its bindings: under `www/` for the page's modules, under the benchmark's output
+    /// folder for [`BENCH_FLAVOURS`].
     pkg: &'static str,
     /// Its own target folder under the workspace's (so the two builds never evict each other's
     /// cache), or `None` for the workspace's.
@@ -87,7 +88,7 @@ pub fn build(ws: &Workspace) -> Result<()> {
     ensure_target()?;
     let started = Instant::now();
     for flavour in &FLAVOURS {
-        build_flavour(ws, flavour)?;
+        build_flavour(ws, flavour, &ws.www().join(flavour.pkg))?;
     }
     println!(
         "xtask: build done in {:.1} s",
@@ -96,7 +97,40 @@ pub fn build(ws: &Workspace) -> Result<()> {
     Ok(())
 }
 
-fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
+/// The kernel benchmark's modules (`benches/kernels/`, timed by `benches/wasm.mjs`): the same
+/// two builds as the page's module, scalar and simd128, each with the page's release profile.
+const BENCH_FLAVOURS: [Flavour; 2] = [
+    Flavour {
+        name: "kernel benchmark, scalar",
+        package: "kvlab-bench-kernels",
+        artifact: "kvlab_bench_kernels",
+        pkg: "pkg",
+        target_sub: Some("wasm-bench"),
+        rustflags: None,
+        opt_level: None,
+    },
+    Flavour {
+        name: "kernel benchmark, simd128",
+        package: "kvlab-bench-kernels",
+        artifact: "kvlab_bench_kernels",
+        pkg: "pkg-simd",
+        target_sub: Some("wasm-bench-simd"),
+        rustflags: Some("-Ctarget-feature=+simd128"),
+        opt_level: None,
+    },
+];
+
+/// Builds the kernel benchmark's modules ([`BENCH_FLAVOURS`]) and their bindings into
+/// `out/pkg/` and `out/pkg-simd/`.
+pub fn build_bench(ws: &Workspace, out: &Path) -> Result<()> {
+    ensure_target()?;
+    for flavour in &BENCH_FLAVOURS {
+        build_flavour(ws, flavour, &out.join(flavour.pkg))?;
+    }
+    Ok(())
+}
+
+fn build_flavour(ws: &Workspace, flavour: &Flavour, pkg: &Path) -> Result<()> {
     println!(
         "xtask: building {} for {TARGET} (release, {})",
         flavour.package, flavour.name
@@ -133,16 +167,14 @@ fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
     if !wasm.is_file() {
         return Err(format!("the build succeeded but {} is missing", wasm.display()).into());
     }
-    let pkg = ws.www().join(flavour.pkg);
     println!(
         "xtask: generating --target web bindings into {}",
         pkg.display()
     );
     if pkg.exists() {
-        std::fs::remove_dir_all(&pkg)
-            .map_err(|e| format!("cannot clear {}: {e}", pkg.display()))?;
+        std::fs::remove_dir_all(pkg).map_err(|e| format!("cannot clear {}: {e}", pkg.display()))?;
     }
-    std::fs::create_dir_all(&pkg).map_err(|e| format!("cannot create {}: {e}", pkg.display()))?;
+    std::fs::create_dir_all(pkg).map_err(|e| format!("cannot create {}: {e}", pkg.display()))?;
     Bindgen::new()
         .input_path(&wasm)
         .web(true)
@@ -150,7 +182,7 @@ fn build_flavour(ws: &Workspace, flavour: &Flavour) -> Result<()> {
         .typescript(false)
         .omit_default_module_path(false)
         .remove_name_section(true)
-        .generate(&pkg)
+        .generate(pkg)
         .map_err(|e| format!("wasm-bindgen could not generate bindings: {e:#}"))?;
     Ok(())
 }
