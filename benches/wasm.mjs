@@ -14,7 +14,8 @@
 //                         [--workloads W1,W2] [--runs N] [--builds simd,scalar] [--json out.json]
 //
 // --runs N times each kernel N times after its warm-up (default as the native harness: 40 on W1,
-// 15 on W2); --native is optional (without it, wasm figures only, no checksum check).
+// 15 on W2); --native is optional (without it, wasm figures only, no checksum check); --check
+// only checks the arguments and that the modules are built.
 //
 // How it is timed, so that it compares with benches/core.rs: each kernel is called once (its
 // checksum), then warmed up (at least 5 calls and 300 ms, so that V8 has tiered the module up
@@ -40,7 +41,7 @@ const DEFAULT_RUNS = { W1: 40, W2: 15 };
 const BUILDS = { simd: 'pkg-simd', scalar: 'pkg' };
 
 function parseArgs(argv) {
-  const o = { pkg: 'target/bench-wasm', native: null, workloads: ['W1', 'W2'], runs: null, builds: ['simd', 'scalar'], json: null };
+  const o = { pkg: 'target/bench-wasm', native: null, workloads: ['W1', 'W2'], runs: null, builds: ['simd', 'scalar'], json: null, check: false };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     const next = () => {
@@ -54,6 +55,7 @@ function parseArgs(argv) {
     else if (a === '--runs') o.runs = Number(next());
     else if (a === '--builds') o.builds = next().split(',');
     else if (a === '--json') o.json = next();
+    else if (a === '--check') o.check = true;
     else if (a === '-h' || a === '--help') {
       console.log('usage: node benches/wasm.mjs [--native FILE] [--pkg DIR] [--workloads W1,W2] '
         + '[--runs N] [--builds simd,scalar] [--json FILE]');
@@ -140,6 +142,8 @@ const fmt = (x, d = 3) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
+  // (`cargo xtask bench wasm` checks the arguments before it spends minutes timing native.)
+  if (opts.check) return;
   const native = opts.native ? readNative(opts.native) : null;
   const browser = await chromium.launch({
     executablePath: CHROMIUM,

@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: the performance issue's benchmarks, one command (see benches/README.md).
 //!
 //! ```text
-//! cargo xtask bench [all]          page + core
+//! cargo xtask bench [all]          page, core, wasm
 //! cargo xtask bench page [ARGS]    dist, serve it on a free port, `node benches/page.mjs ARGS`
 //! cargo xtask bench core           `python3 benches/numpy_compare.py --runs 3` (kernels vs numpy,
 //!                                  kvlab built for the baseline target, then again with
@@ -31,6 +31,7 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
         "all" if args.is_empty() => {
             page(ws, &[])?;
             core(ws)?;
+            wasm_kernels(ws, &[])?;
         }
         "page" => page(ws, args)?,
         "core" if args.is_empty() => core(ws)?,
@@ -84,6 +85,13 @@ fn wasm_kernels(ws: &Workspace, args: &[String]) -> Result<()> {
         "--pkg".to_string(),
         out.display().to_string(),
     ];
+    // The arguments are checked before the native timing, which can take minutes.
+    run_status(
+        ws.command("node")
+            .args(&script_args)
+            .args(args)
+            .arg("--check"),
+    )?;
     if !args.iter().any(|a| a == "--native") {
         let native = out.join("native.json");
         println!(
