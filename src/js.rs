@@ -17,14 +17,23 @@ pub fn error(field: &str, message: &str) -> JsValue {
 
 /// [`error`] for a lab error (its [`LabError::field`] and message). A refusal the page words in
 /// its language also carries `refusal`, its fields, and `refusalOf`, whose they are: `repair` (a
-/// setting out of range, [`crate::state::Repair`]), `quant` ([`crate::quant::QuantError`]) or
-/// `select` ([`crate::select::SelectError`]).
+/// setting out of range, [`crate::state::Repair`]), `quant` ([`crate::quant::QuantError`]),
+/// `select` ([`crate::select::SelectError`]) or `range` (a channel the data does not have,
+/// [`LabError::Channel`]: `{kind: "channel", channel, max}`).
 pub fn lab_error(e: &LabError) -> JsValue {
     let out = error(e.field(), &e.to_string());
     let refusal = match e {
         LabError::Setting { repair, .. } => Some(("repair", to_js(repair))),
         LabError::Quant(q) => Some(("quant", to_js(q))),
         LabError::Select { error, .. } => Some(("select", to_js(error))),
+        LabError::Channel { channel, max } => Some((
+            "range",
+            to_js(&ChannelRefusal {
+                kind: "channel",
+                channel: *channel,
+                max: *max,
+            }),
+        )),
         _ => None,
     };
     if let Some((of, Ok(fields))) = refusal {
@@ -33,6 +42,14 @@ pub fn lab_error(e: &LabError) -> JsValue {
         let _ = js_sys::Reflect::set(&out, &"refusalOf".into(), &of.into());
     }
     out
+}
+
+/// [`LabError::Channel`]'s fields for the page (a struct, so that no JSON value type is needed).
+#[derive(Serialize)]
+struct ChannelRefusal {
+    kind: &'static str,
+    channel: usize,
+    max: usize,
 }
 
 /// `v` as a plain JavaScript object (maps as objects, as JSON would give them).

@@ -69,6 +69,15 @@ pub enum LabError {
         /// What the message says, as fields (the page words them in its language).
         repair: Box<crate::state::Repair>,
     },
+    /// The channel shown is not one of the data's `0..=max` (`max = d - 1`), e.g. from a link made
+    /// for wider data.
+    #[error("channel {channel} is out of range: must be in 0..={max} (d - 1)")]
+    Channel {
+        /// The channel asked for.
+        channel: usize,
+        /// The data's last channel, `d - 1`.
+        max: usize,
+    },
     /// A parameter outside its data-dependent range.
     #[error("{message}")]
     Range {
@@ -102,6 +111,7 @@ impl LabError {
             | LabError::Quant(QuantError::GroupWithPerTensor { .. }) => "group",
             LabError::Quant(_) => "file",
             LabError::Select { field, .. } | LabError::Range { field, .. } => field,
+            LabError::Channel { .. } => "channel",
             LabError::Budget(_) => "model",
             LabError::Load(_) => "file",
         }
@@ -1060,12 +1070,9 @@ fn quant_view(
     let channel = match s.channel {
         Some(c) if c < x.cols() => c,
         Some(c) => {
-            return Err(LabError::Range {
-                field: "channel",
-                message: format!(
-                    "channel {c} is out of range: must be in 0..={} (d - 1)",
-                    x.cols() - 1
-                ),
+            return Err(LabError::Channel {
+                channel: c,
+                max: x.cols() - 1,
             })
         }
         None => memo.channel(x, s.tensor),
@@ -2492,7 +2499,21 @@ mod tests {
             ..s.clone()
         };
         assert!(lab.previous.view.is_some());
-        assert!(lab.update(&bad).is_err());
+        // (a channel the data does not have: refused with its fields, next to the channel)
+        let e = lab.update(&bad).unwrap_err();
+        let (asked, last) = (s.channels + 5, s.channels - 1);
+        assert_eq!(
+            e,
+            LabError::Channel {
+                channel: asked,
+                max: last
+            }
+        );
+        assert_eq!(e.field(), "channel");
+        assert_eq!(
+            e.to_string(),
+            format!("channel {asked} is out of range: must be in 0..={last} (d - 1)")
+        );
         // it failed after quantizing into the previous view's buffers (they went with the
         // error)
         assert!(lab.previous.view.is_none());

@@ -198,16 +198,32 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       const onFirst = new Set((spec?.first ?? []).filter((c) => !NEEDS_COMPARISON.has(c)));
       const staged = onFirst.size > 0 && onFirst.size < spec.charts.length;
       const construct = (s) => (staged ? Page.staged(s, progress) : new Page(s, progress));
-      /** The defaults instead of settings the engine refuses, and why. */
-      const fallBack = (e) => {
-        warnings.push({ message: e.message ?? String(e) });
-        parsed.settings = { ...parseQuery('').settings, lang };
-        page = new Page(parsed.settings, progress);
-      };
-      try {
-        page = construct(parsed.settings);
-      } catch (e) {
-        fallBack(e); // e.g. a link asks for data the generator refuses
+      // A setting the engine refuses for this data (e.g. a link made for wider data asks for a
+      // channel it does not have): that setting's default instead, and why (`refusal`: its
+      // fields, for the page's language); every default when that does not help.
+      const defaults = parseQuery('').settings;
+      for (let tries = 0; ; tries += 1) {
+        try {
+          page = construct(parsed.settings);
+          break;
+        } catch (e) {
+          const key = e?.field;
+          const one = tries < 8 && key in defaults && parsed.settings[key] !== defaults[key];
+          warnings.push({
+            key,
+            message: `${e?.message ?? String(e)}; ${one ? 'the default is used' : 'every setting\'s default is used'}`,
+            refusal: e?.refusal ?? null,
+            refusalOf: e?.refusalOf ?? null,
+            every: !one,
+          });
+          if (one) {
+            parsed.settings = { ...parsed.settings, [key]: defaults[key] };
+          } else {
+            parsed.settings = { ...defaults, lang };
+            page = new Page(parsed.settings, progress);
+            break;
+          }
+        }
       }
       timeline.computed = epochNow();
       const reply = () => ({

@@ -349,6 +349,10 @@ export const TEXT = {
     'select.refused.window': 'observation window {window} is out of range: must be in 1..={steps} (the number of attention rows)',
     'select.refused.kernel': 'pooling kernel {kernel} is out of range: must be odd and in 1..={max}',
     'select.refused.sinks': 'sinks {sinks} is out of range: must be in 0..={budget} (the budget B)',
+    // A channel the data does not have (kvlab::lab::LabError::Channel).
+    'range.refused.channel': 'channel {channel} is out of range: must be in 0..={max} (d - 1)',
+    // After a link's setting the data refuses, when no single default helps.
+    'repair.every-default': "; every setting's default is used",
     'error.prefix': '',
   },
   zh: {
@@ -690,6 +694,8 @@ export const TEXT = {
     'select.refused.window': '观察窗口 {window} 超出范围：应为 1..={steps}（注意力的行数）',
     'select.refused.kernel': '池化核 {kernel} 超出范围：应为 1..={max} 内的奇数',
     'select.refused.sinks': 'sinks {sinks} 超出范围：应为 0..={budget}（预算 B）',
+    'range.refused.channel': '通道 {channel} 超出范围：应为 0..={max}（d − 1）',
+    'repair.every-default': '；所有设置改用默认值',
     'error.prefix': '',
   },
 };

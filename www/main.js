@@ -132,10 +132,22 @@ function reportError(control, e) {
 }
 
 /**
+ * One of the link's repairs in the page's language: a value out of its range (`repair`), or a
+ * setting the engine refused for this data (`refusal`, see `errorText`) and what is used
+ * instead (`every`: every setting's default); any other in English, the engine's message.
+ */
+function urlWarningText(w) {
+  if (w.repair) return describeRepair(w.key, w.repair, true);
+  const said = w.refusal ? errorText(w) : null;
+  if (said === null || said === w.message) return w.message;
+  return said + t(app.lang, w.every ? 'repair.every-default' : 'repair.default');
+}
+
+/**
  * An engine error's text: a setting out of range, a bits / group size the quantizer refuses or
  * a budget, window, kernel or sinks the selection refuses (`refusal`, the fields of
- * kvlab::state::Repair, quant::QuantError or select::SelectError, by `refusalOf`) in the page's
- * language, any other its message (in English).
+ * kvlab::state::Repair, quant::QuantError, select::SelectError or lab::LabError::Channel, by
+ * `refusalOf`) in the page's language, any other its message (in English).
  */
 function errorText(e) {
   const fields = e?.refusal;
@@ -1073,7 +1085,7 @@ function showWarnings(target, list) {
  * page's language, after the line saying so; the engine's English messages go to data-value.
  */
 function showUrlWarnings(warnings) {
-  showWarnings('#url-warnings', warnings.map((w) => (w.repair ? describeRepair(w.key, w.repair, true) : w.message)));
+  showWarnings('#url-warnings', warnings.map(urlWarningText));
   const el = $('#url-warnings');
   el.dataset.value = warnings.map((w) => w.message).join(' · ');
   if (warnings.length) {

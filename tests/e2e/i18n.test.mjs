@@ -45,7 +45,8 @@ test('every key the page names exists', () => {
   }
   // The keys main.js builds from the engine's fields (kvlab::io::FileAbout's formats,
   // csv::Delimiter's keys, AttentionAbout's picks, the kinds of LoadWarning, state::Repair,
-  // quant::QuantError and select::SelectError, Scheme's names and the grouped axes).
+  // quant::QuantError, select::SelectError and lab::LabError::Channel, what a link's refused
+  // setting is replaced by, Scheme's names and the grouped axes).
   const built = [
     ...['npy', 'csv', 'json', 'safetensors'].map((f) => `file.about.${f}`),
     ...['comma', 'tab', 'semicolon', 'space'].map((d) => `file.delimiter.${d}`),
@@ -54,6 +55,7 @@ test('every key the page names exists', () => {
     ...['outOfRange', 'notANumber', 'notOneOf', 'unknownModel', 'even', 'atMost', 'below'].map((k) => `repair.${k}`),
     ...['bits', 'groupSize', 'groupWithPerTensor'].map((k) => `quant.refused.${k}`),
     ...['budget', 'window', 'kernel', 'sinks'].map((k) => `select.refused.${k}`),
+    'range.refused.channel', 'repair.default', 'repair.every-default',
     ...['symmetric', 'asymmetric'].map((k) => `quant.scheme-name.${k}`),
     ...['tokens-per-channel', 'channels-per-token'].map((k) => `quant.axis.${k}`),
   ];

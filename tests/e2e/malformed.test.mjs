@@ -167,12 +167,17 @@ test('parameters far beyond their ranges in the URL are repaired with messages; 
   await page.close();
 });
 
-test('a URL whose repaired values the data still refuses falls back to the defaults and says why', async () => {
+test('a URL whose repaired value the data still refuses falls back to that default and says why', async () => {
   // group 100000 is clamped to 65536, which is still more than T = 128 tokens per channel
   const { page, problems, requests } = await open(browser.context, urlWith('tokens=128&bits=3&group=100000'));
   const warn = page.locator('#url-warnings');
   await warn.waitFor({ state: 'visible' });
-  assert.match(await warn.textContent(), /group size 65536 is out of range/);
+  assert.match(await warn.textContent(),
+    /group size 65536 is out of range: must be in 1\.\.=128 \(tokens per channel\); the default is used$/);
+  // the other settings of the link stay
+  assert.equal(await page.locator('#tokens').inputValue(), '128');
+  assert.equal(await page.locator('#bits').inputValue(), '3');
+  assert.equal(await page.locator('#group').inputValue(), '0');
   const before = await snapshot(page);
   await assertAlive(page, before);
   assertOneOrigin(requests);

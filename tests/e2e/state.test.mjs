@@ -288,6 +288,37 @@ test('an export made while the comparison waits for the catch-up holds the compa
   await fresh.page.close();
 });
 
+test('a link setting the data refuses is replaced by its own default alone, worded in the page\'s language', async () => {
+  // (its own browser: the language stays out of the other tests)
+  const own = await launch();
+  // A group size longer than the data's tokens per channel and a channel it does not have (the
+  // default data: T = 512, d = 64): only those two fall back; bits=3 stays.
+  const { page, problems } = await open(own.context, urlWith('lang=zh&bits=3&channel=500&group=1000'));
+  const warn = page.locator('#url-warnings');
+  await warn.waitFor({ state: 'visible' });
+  assert.equal(await warn.textContent(),
+    '链接中的部分参数已修正：分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）；改用默认值 · '
+    + '通道 500 超出范围：应为 0..=63（d − 1）；改用默认值');
+  // the engine's own messages stay in data-value
+  const english = 'group size 1000 is out of range: must be in 1..=512 (tokens per channel); the default is used · '
+    + 'channel 500 is out of range: must be in 0..=63 (d - 1); the default is used';
+  assert.equal(await warn.getAttribute('data-value'), english);
+  assert.equal(await page.locator('#bits').inputValue(), '3');
+  assert.equal(await page.locator('#group').inputValue(), '0');
+  assert.equal(await page.locator('#channel').inputValue(), 'auto');
+  const query = new URL(page.url()).searchParams;
+  assert.equal(query.get('bits'), '3');
+  assert.equal(query.get('group'), null);
+  assert.equal(query.get('channel'), null);
+  // Switched to English, the page's words are the engine's.
+  await page.getByRole('button', { name: '切换语言' }).click();
+  await settle(page);
+  assert.equal(await warn.textContent(), `Some link parameters were repaired: ${english}`);
+  assert.deepEqual(problems, []);
+  await page.close();
+  await own.close();
+});
+
 test('repaired link values and refused typed values are worded in the page\'s language', async () => {
   // (its own browser: the language stays out of the other tests)
   const own = await launch();
