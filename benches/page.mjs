@@ -50,6 +50,7 @@ import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { flags } from './cli.mjs';
 
 const BASE = process.env.KVLAB_URL;
 const EXECUTABLE = process.env.KVLAB_CHROMIUM || '/usr/bin/chromium';
@@ -72,13 +73,7 @@ const MEMORY_TARGET = 400e6;
 
 function parseArgs(argv) {
   const o = { n: 30, workloads: ['W1', 'W2'], cold: 5, warmup: 3, drags: 3, json: null };
-  for (let i = 0; i < argv.length; i += 1) {
-    const a = argv[i];
-    const next = () => {
-      i += 1;
-      if (i >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[i];
-    };
+  for (const [a, next] of flags(argv)) {
     if (a === '--n') o.n = Number(next());
     else if (a === '--workloads') o.workloads = next().split(',');
     else if (a === '--cold') o.cold = Number(next());

@@ -31,7 +31,7 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { CHROMIUM } from './cli.mjs';
+import { CHROMIUM, flags } from './cli.mjs';
 
 // A potentially trustworthy origin (cross-origin isolation needs a secure context), never
 // reached: every request to it is answered by the script (`servePage`).
@@ -42,13 +42,7 @@ const BUILDS = { simd: 'pkg-simd', scalar: 'pkg' };
 
 function parseArgs(argv) {
   const o = { pkg: 'target/bench-wasm', native: null, workloads: ['W1', 'W2'], runs: null, builds: ['simd', 'scalar'], json: null, check: false };
-  for (let i = 0; i < argv.length; i += 1) {
-    const a = argv[i];
-    const next = () => {
-      i += 1;
-      if (i >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[i];
-    };
+  for (const [a, next] of flags(argv)) {
     if (a === '--pkg') o.pkg = next();
     else if (a === '--native') o.native = next();
     else if (a === '--workloads') o.workloads = next().split(',');
