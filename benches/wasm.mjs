@@ -107,7 +107,7 @@ async function servePage(context, pkg) {
 async function timeKernels({ dir, workload, runs }) {
   const m = await import(`/${dir}/kvlab_bench_kernels.js`);
   await m.default();
-  const bench = new m.KernelBench(workload, 0, 0, 0);
+  const bench = new m.KernelBench(workload);
   const names = m.KernelBench.kernels();
   const q = (xs, p) => xs[Math.round((xs.length - 1) * p)];
   const rows = [];

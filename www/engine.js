@@ -201,12 +201,13 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       // A setting the engine refuses for this data (e.g. a link made for wider data asks for a
       // channel it does not have): that setting's default instead, and why (`refusal`: its
       // fields, for the page's language); every default when that does not help.
-      const defaults = parseQuery('').settings;
+      let defaults = null; // (parsed only when a setting is refused: not on every start)
       for (let tries = 0; ; tries += 1) {
         try {
           page = construct(parsed.settings);
           break;
         } catch (e) {
+          defaults ??= parseQuery('').settings;
           const key = e?.field;
           const one = tries < 8 && key in defaults && parsed.settings[key] !== defaults[key];
           warnings.push({

@@ -12,7 +12,7 @@ pub mod kernels;
 
 #[cfg(target_arch = "wasm32")]
 mod web {
-    use super::kernels::{Bench, Shape, KERNELS, WORKLOADS};
+    use super::kernels::{Bench, KERNELS, WORKLOADS};
     use wasm_bindgen::prelude::*;
 
     /// One workload's inputs and kernels, for JavaScript.
@@ -21,28 +21,13 @@ mod web {
 
     #[wasm_bindgen]
     impl KernelBench {
-        /// The inputs of workload `name` ("W1", "W2"), or of `steps x tokens` attention and
-        /// `tokens x channels` keys when `name` is "custom".
+        /// The inputs of workload `name` ("W1" or "W2").
         #[wasm_bindgen(constructor)]
-        pub fn new(
-            name: &str,
-            steps: usize,
-            tokens: usize,
-            channels: usize,
-        ) -> Result<KernelBench, JsError> {
-            let shape = match name {
-                "custom" => Shape {
-                    name: "custom",
-                    steps,
-                    tokens,
-                    channels,
-                },
-                _ => *WORKLOADS.iter().find(|w| w.name == name).ok_or_else(|| {
-                    JsError::new(&format!(
-                        "no workload {name:?}: use W1, W2 or custom with a shape"
-                    ))
-                })?,
-            };
+        pub fn new(name: &str) -> Result<KernelBench, JsError> {
+            let shape = *WORKLOADS
+                .iter()
+                .find(|w| w.name == name)
+                .ok_or_else(|| JsError::new(&format!("no workload {name:?}: use W1 or W2")))?;
             Bench::new(shape)
                 .map(KernelBench)
                 .map_err(|e| JsError::new(&e))
