@@ -8,8 +8,8 @@
 //! upload: the file parsers are a fifth of the code, and most visits never upload a file.
 
 use crate::io::{
-    self, AttentionAbout, HeadPick, KvAbout, Limits, LoadError, LoadWarning, LoadedFile,
-    NamedTensor, TokenMismatch,
+    self, AttentionAbout, FieldSink, HeadPick, KvAbout, Limits, LoadError, LoadParts, LoadWarning,
+    LoadedFile, NamedTensor, TokenMismatch,
 };
 use crate::lab::{FileSummary, LabError, TensorSummary, UploadChoice};
 use crate::Matrix;
@@ -31,6 +31,27 @@ pub enum UploadError {
         /// The name asked for (`file::tensor` or a bare tensor name).
         name: String,
     },
+}
+
+impl UploadError {
+    /// This refusal's fields for the page's templates, as [`LoadError::visit`] gives them; a
+    /// missing tensor is `uploadMissing`, with its `name`.
+    pub fn visit(&self, field: &mut FieldSink<'_>) -> &'static str {
+        match self {
+            UploadError::Load(e) => e.visit(field),
+            UploadError::Missing { name } => {
+                field("name", name);
+                "uploadMissing"
+            }
+        }
+    }
+
+    /// [`UploadError::visit`]'s fields collected (see [`LoadError::parts`]).
+    pub fn parts(&self) -> LoadParts {
+        let mut fields = Vec::new();
+        let kind = self.visit(&mut |name, value| fields.push((name, value.to_string())));
+        (kind, fields)
+    }
 }
 
 impl From<LoadError> for UploadError {

@@ -69,6 +69,7 @@ export const TEXT = {
     'upload.kv.layer-head': 'layer {layer} of {layers} (layers 0..={lastLayer}), head {head} of {heads} (heads 0..={lastHead}); ',
     'upload.kv.head': 'head {head} of {heads} (heads 0..={lastHead}); ',
     'upload.warn.rowSums': '{file}: {rowsOff} of {rows} attention rows do not sum to 1 (±{tolerance}); the worst is row {row} with sum {sum}. Normalise rows to make them distributions?',
+    'upload.aboveLimit': '{file}: {bytes} bytes is above the 256 MiB limit; nothing was read',
     'data.seed': 'Seed',
     'data.tokens': 'Tokens T',
     'data.steps': 'Steps S',
@@ -418,6 +419,7 @@ export const TEXT = {
     'upload.kv.layer-head': '{layers} 层中的第 {layer} 层（层 0..={lastLayer}），{heads} 个头中的第 {head} 个（头 0..={lastHead}）；',
     'upload.kv.head': '{heads} 个头中的第 {head} 个（头 0..={lastHead}）；',
     'upload.warn.rowSums': '{file}：{rows} 行注意力中有 {rowsOff} 行之和不为 1（±{tolerance}）；偏差最大的是第 {row} 行，和为 {sum}。要把各行归一化成分布吗？',
+    'upload.aboveLimit': '{file}：{bytes} 字节超过 256 MiB 上限；未读取任何内容',
     'data.seed': '随机种子',
     'data.tokens': 'Token 数 T',
     'data.steps': '步数 S',
@@ -700,6 +702,59 @@ export const TEXT = {
   },
 };
 
+/**
+ * A file the upload module refused, in Chinese, by its kind: templates of the fields
+ * kvlab::io::LoadError::parts gives (a Rust test checks that every kind has one here and that
+ * it names exactly those fields). In English the page shows the module's own message.
+ */
+export const LOAD_ZH = {
+  tooLarge: '{file} 大小为 {mib} MiB（{bytes} 字节）：上限为 {maxMib} MiB（{maxBytes} 字节）；请保存更小的切片（一层或一个头，或用 float16）',
+  emptyFile: '{file} 是空文件（0 字节）：应为 .npy、.safetensors、.csv、.tsv 或 .json 文件',
+  unknownFormat: "{file}：无法从扩展名 '{extension}' 或开头的字节判断格式：支持 .npy、.safetensors、.csv、.tsv、.txt 和 .json",
+  tooManyElements: '{file}：{field} 声明的形状 {shape} 共 {count} 个元素：最多允许 {maxElements} 个；请保存更小的切片',
+  rankTooHigh: '{file}：{field} 为 {shape}（{rank} 维）：最多支持 4 维；请只保存一层 / 一个头',
+  emptyTensor: '{file}：{field} 的形状 {shape} 没有元素：每个维度至少为 1',
+  truncated: '{file}：在 {field} 处被截断：从开头起需要 {needed} 字节，文件只有 {available} 字节',
+  dataLength: '{file}：{field} 有 {actualBytes} 字节，但形状 {shape}（{dtype}）需要 {expectedBytes} 字节：文件被截断或已损坏',
+  shapeDataMismatch: "{file}：字段 'data' 有 {found} 个值，但字段 'shape' {shape} 需要 {expected} 个",
+  npyMagic: "{file}：开头的魔数为 '{found}'：.npy 文件应以 '{magic}' 开头（请用 numpy.save 保存）",
+  npyVersion: '{file}：.npy 格式版本 {major}.{minor}：支持的版本为 1.0、2.0 和 3.0',
+  headerEncoding: '{file}：{field} 不是有效的 {expected}（偏移 {offset} 处的字节无效）',
+  headerSyntax: "{file}：{field} 偏移 {offset} 处：应为 {expected}，实际为 '{found}'",
+  missingField: '{file}：缺少 {field}',
+  unknownField: '{file}：此处不允许 {field}：只允许 {expected}',
+  duplicate: '{file}：{field} 出现了两次：每项只能出现一次',
+  badField: '{file}：{field} 为 {value}：应为 {expected}',
+  unsupportedDtype: "{file}：{field} 为 '{value}'：支持的数据类型为 {expected}",
+  unsupportedDtypeMeaning: "{file}：{field} 为 '{value}'（{meaning}）：支持的数据类型为 {expected}",
+  notFloat: "{file}：张量 '{tensor}' 的数据类型为 {dtype}，不是浮点数：可加载的类型为 F16、BF16、F32 和 F64",
+  headerLength: '{file}：头部长度声明为 {declared} 字节，但 8 字节长度字段之后只有 {available} 字节（上限 {max}）：文件被截断或不是 .safetensors 文件',
+  offsetsReversed: "{file}：张量 '{tensor}' 的字段 'data_offsets' 为 [{begin}, {end}]：起点不能大于终点",
+  offsetsSize: "{file}：张量 '{tensor}' 的字段 'data_offsets' [{begin}, {end}] 跨 {spans} 字节，但形状 {shape}（{dtype}）需要 {expectedBytes} 字节",
+  offsetsOverlap: "{file}：张量 '{tensor}' 的 data_offsets [{begin}, {end}] 与张量 '{other}' 的 [{otherBegin}, {otherEnd}] 重叠：每个字节只能属于一个张量",
+  offsetsGap: '{file}：数据段的字节 {from}..{to} 不属于任何张量：张量必须无空隙地覆盖数据段',
+  offsetsBeyondData: "{file}：张量 '{tensor}' 的 data_offsets 结束于 {end}，但数据段只有 {dataLen} 字节：文件被截断",
+  tensorNotFound: "{file}：没有名为 '{name}' 的张量：文件中有 {available}",
+  noLoadableTensor: '{file}：没有可加载的浮点张量：{reasons}',
+  notUtf8: '{file} 不是 UTF-8 文本：第 {line} 行第 {column} 列的字节 0x{byte}；请另存为 UTF-8（电子表格中的“CSV UTF-8”）',
+  notUtf8Utf16: '{file} 不是 UTF-8 文本：第 {line} 行第 {column} 列的字节 0x{byte}；请另存为 UTF-8（电子表格中的“CSV UTF-8”）——看起来是 UTF-16',
+  ragged: '{file}：第 {line} 行有 {found} 个单元格，但第 {firstLine} 行有 {expected} 个：每行的列数必须相同',
+  notANumber: "{file}：第 {line} 行第 {column} 列：'{text}' 不是数字",
+  notANumberComma: "{file}：第 {line} 行第 {column} 列：'{text}' 不是数字（不支持小数逗号：请用 '.'）",
+  nonFinite: '{file}：{field}：索引 {index} 处的值 {value} 不是有限数：不能使用 NaN、±inf 和超出 ±3.4e38 的值',
+  json: '{file}：JSON 无效：{message}',
+  jsonStructure: '{file}：在 {path} 处：实际为 {found}，应为 {expected}',
+  jsonRagged: '{file}：{path} 处的列表有 {found} 项，但同级列表有 {expected} 项：嵌套列表必须是矩形的',
+  tensorShape: '形状 {shape} 需要 {count} 个值，但数据有 {len} 个',
+  wrongRank: '{file}：{role} 的形状为 {shape}：应为 {expected}',
+  wrongRankAttention: '{file}：{role} 的形状为 {shape}：应为 [S, T]（S 个查询步 × T 个 token）、[T, T]（完整的因果矩阵）或 [H, S, T]（按头）；若是 [B, H, S, T] 批量，请保存第 [0] 个元素',
+  wrongRankKv: '{file}：{role} 的形状为 {shape}：应为 [T, d]（token × 通道）、[H, T, d]（按头）或 [L, H, T, d]（按层和头）',
+  pickOutOfRange: '{file}：{axis} {index} 超出范围：应为 0..={max}（共 {len} 个 {axis}）',
+  negativeWeight: '{file}：索引 {index} 处的注意力权重 {value} 为负：注意力权重是 [0, 1] 内的 softmax 概率',
+  tokenMismatch: '{left} 覆盖 T={leftT} 个 token，但 {right} 的 T={rightT}：它们必须来自同一个提示',
+  uploadMissing: "没有名为 '{name}' 的上传张量：请先上传",
+};
+
 /** The language to use: URL first, then the remembered choice, then the browser's. */
 export function initialLanguage(fromUrl) {
   if (fromUrl === 'en' || fromUrl === 'zh') return fromUrl;
@@ -718,6 +773,31 @@ export function t(lang, key) {
 }
 
 /** `template` with each `{name}` replaced by `fields[name]` (unknown names are left as they are). */
+/**
+ * A file refusal's words that name a place or a role (`field`, `role`, `axis`, `left`, `right`
+ * of kvlab::io::LoadError::parts: "header field 'shape'", "line 3, column 2", "attention", ...)
+ * in `lang`; names in quotes stay as they are, and words it does not know stay in English.
+ */
+export function placeName(lang, text) {
+  if (lang !== 'zh' || typeof text !== 'string') return text;
+  const exact = {
+    data: '数据', header: '头部', 'header length': '头部长度', 'JSON header': 'JSON 头部',
+    'magic and version': '魔数和版本', attention: '注意力', 'the KV tensor': 'KV 张量', head: '头',
+    layer: '层',
+  };
+  if (text in exact) return exact[text];
+  const patterns = [
+    [/^tensor '(.*)' field '(.*)'$/, "张量 '$1' 的字段 '$2'"],
+    [/^tensor name '(.*)'$/, "张量名 '$1'"],
+    [/^tensor '(.*)'$/, "张量 '$1'"],
+    [/^header field '(.*)'$/, "头部字段 '$1'"],
+    [/^field '(.*)'$/, "字段 '$1'"],
+    [/^line (\d+), column (\d+)$/, '第 $1 行第 $2 列'],
+  ];
+  for (const [re, zh] of patterns) if (re.test(text)) return text.replace(re, zh);
+  return text;
+}
+
 export function fill(template, fields) {
   return template.replace(/\{(\w+)\}/g, (m, k) => (k in fields ? String(fields[k]) : m));
 }

@@ -10,7 +10,7 @@
 // box. Each round trip is marked with performance.measure('kvlab:update').
 
 import { connect } from './client.js';
-import { TEXT, t, fill, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
+import { TEXT, LOAD_ZH, t, fill, placeName, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 
 /** Which sections a settings key affects (data keys affect everything). */
@@ -119,9 +119,15 @@ function showError(control, message, error = null) {
   const slot = errorSlot(control) ?? $('#status');
   slot.textContent = message;
   slot.hidden = false;
-  // (kept to word it again on a language switch)
-  if (error) app.shownErrors.set(slot, error);
-  else app.shownErrors.delete(slot);
+  // (kept to word it again on a language switch; the engine's English in data-value, as
+  // figures keep theirs)
+  if (error) {
+    app.shownErrors.set(slot, error);
+    slot.dataset.value = error.message ?? '';
+  } else {
+    app.shownErrors.delete(slot);
+    delete slot.dataset.value;
+  }
   control?.setAttribute('aria-invalid', 'true');
 }
 
@@ -150,8 +156,21 @@ function urlWarningText(w) {
  * `refusalOf`) in the page's language, any other its message (in English).
  */
 function errorText(e) {
+  if (e?.list) return e.list.map(errorText).join('\n');
   const fields = e?.refusal;
   if (fields && e.refusalOf === 'repair') return describeRepair(e.field, fields, false);
+  // (a file the upload module refused: in English its own message)
+  if (fields && e.refusalOf === 'load') {
+    const template = app.lang === 'zh' ? LOAD_ZH[fields.kind] : null;
+    if (!template) return e.message;
+    const named = {};
+    for (const k of ['field', 'role', 'axis', 'left', 'right']) {
+      if (k in fields) named[k] = placeName(app.lang, fields[k]);
+    }
+    return fill(template, { ...fields, ...named });
+  }
+  // (a message the page itself words)
+  if (e?.textKey) return fill(t(app.lang, e.textKey), e.textFields);
   // (the ranges a learner can type past; a refusal about the data itself keeps its message)
   const key = fields && `${e.refusalOf}.refused.${fields.kind}`;
   if (!key || !(key in TEXT.en)) return e?.message ?? String(e);
@@ -184,6 +203,7 @@ function clearErrors() {
   for (const e of document.querySelectorAll('.control .error:not([hidden])')) {
     e.textContent = '';
     e.hidden = true;
+    delete e.dataset.value;
     app.shownErrors.delete(e);
   }
   for (const c of document.querySelectorAll('[aria-invalid]')) c.removeAttribute('aria-invalid');
@@ -1208,20 +1228,24 @@ function onFiles(input) {
 async function readFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
-  const errors = []; // every refused file keeps its own message
+  const errors = []; // every refused file keeps its own message (worded again on a language switch)
   for (const file of input.files) {
     if (file.size > MAX_UPLOAD) {
-      errors.push(`${file.name}: ${file.size} bytes is above the 256 MiB limit; nothing was read`);
+      const textFields = { file: file.name, bytes: file.size };
+      errors.push({ textKey: 'upload.aboveLimit', textFields, message: fill(TEXT.en['upload.aboveLimit'], textFields) });
       continue;
     }
     try {
       const buf = new Uint8Array(await file.arrayBuffer());
       await addFile(file.name, buf);
     } catch (e) {
-      errors.push(e.message ?? String(e));
+      errors.push(e?.refusal ? e : { message: e?.message ?? String(e) });
     }
   }
-  if (errors.length) showError(input, errors.join('\n'));
+  if (errors.length) {
+    const all = { list: errors, message: errors.map((e) => e.message).join('\n') };
+    showError(input, errorText(all), all);
+  }
   const values = $('#up-values');
   if (![...values.options].some((o) => o.value === '')) {
     const none = new Option(t(app.lang, 'data.none'), '');

@@ -593,3 +593,933 @@ pub enum LoadWarning {
         tolerance: f32,
     },
 }
+
+/// The shapes an attention matrix may have ([`LoadError::WrongRank`]'s `expected`).
+pub(crate) const ATTENTION_SHAPES: &str = "[S, T] (S query steps over T tokens), [T, T] (a full \
+    causal matrix) or [H, S, T] (per head); from a [B, H, S, T] batch save element [0]";
+
+/// The shapes a K or V tensor may have ([`LoadError::WrongRank`]'s `expected`).
+pub(crate) const KV_SHAPES: &str =
+    "[T, d] (tokens x channels), [H, T, d] (per head) or [L, H, T, d] (per layer and head)";
+
+/// A [`LoadError`]'s fields for a page that words it in its own language: the variant's kind
+/// and its values as text (numbers in decimal, shapes as `[2, 3]`, lists joined with `, `), named
+/// as the page's templates name them (`LOAD_ZH` in `www/i18n.js`: a test below checks that every
+/// kind has a template there naming exactly these fields).
+pub type LoadParts = (&'static str, Vec<(&'static str, String)>);
+
+/// A shape as [`fmt_shape`] writes it.
+struct Shape<'a>(&'a [usize]);
+
+impl std::fmt::Display for Shape<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&fmt_shape(self.0))
+    }
+}
+
+/// A shape's element count as [`fmt_count`] writes it.
+struct Count<'a>(&'a [usize]);
+
+impl std::fmt::Display for Count<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&fmt_count(self.0))
+    }
+}
+
+/// Bytes in MiB with one decimal, as [`fmt_bytes`] writes them.
+struct Mib(u64);
+
+impl std::fmt::Display for Mib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // (display only: a lossy cast is fine)
+        write!(f, "{:.1}", self.0 as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// Texts joined with a separator.
+struct Joined<'a>(&'a [String], &'static str);
+
+impl std::fmt::Display for Joined<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join(self.1))
+    }
+}
+
+/// What [`LoadError::visit`] hands each field to.
+pub type FieldSink<'a> = dyn FnMut(&'static str, &dyn std::fmt::Display) + 'a;
+
+impl LoadError {
+    /// This error as a [`LoadParts`] (see [`LoadError::visit`]).
+    pub fn parts(&self) -> LoadParts {
+        let mut fields = Vec::new();
+        let kind = self.visit(&mut |name, value| fields.push((name, value.to_string())));
+        (kind, fields)
+    }
+
+    /// Hands each of this error's fields to `field` (name, value to write as text) and returns
+    /// its kind: what [`LoadError::parts`] collects, without building it (the upload module
+    /// writes each value straight into a JavaScript object). A variant whose English message
+    /// adds a clause only in some cases (`NotUtf8` for UTF-16, `NotANumber` for decimal commas,
+    /// `UnsupportedDtype` with a meaning, `WrongRank` for the two roles the readers check) has
+    /// a kind of its own for that case, so that every template is plain.
+    pub fn visit(&self, field: &mut FieldSink<'_>) -> &'static str {
+        use LoadError as E;
+        let f = field;
+        match self {
+            E::TooLarge {
+                file,
+                bytes,
+                max_bytes,
+            } => {
+                f("file", file);
+                f("mib", &Mib(*bytes));
+                f("bytes", bytes);
+                f("maxMib", &Mib(*max_bytes as u64));
+                f("maxBytes", max_bytes);
+                "tooLarge"
+            }
+            E::EmptyFile { file } => {
+                f("file", file);
+                "emptyFile"
+            }
+            E::UnknownFormat { file, extension } => {
+                f("file", file);
+                f("extension", extension);
+                "unknownFormat"
+            }
+            E::TooManyElements {
+                file,
+                field,
+                shape,
+                max_elements,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("shape", &Shape(shape));
+                f("count", &Count(shape));
+                f("maxElements", max_elements);
+                "tooManyElements"
+            }
+            E::RankTooHigh { file, field, shape } => {
+                f("file", file);
+                f("field", field);
+                f("shape", &Shape(shape));
+                f("rank", &shape.len());
+                "rankTooHigh"
+            }
+            E::EmptyTensor { file, field, shape } => {
+                f("file", file);
+                f("field", field);
+                f("shape", &Shape(shape));
+                "emptyTensor"
+            }
+            E::Truncated {
+                file,
+                field,
+                needed,
+                available,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("needed", needed);
+                f("available", available);
+                "truncated"
+            }
+            E::DataLength {
+                file,
+                field,
+                shape,
+                dtype,
+                expected_bytes,
+                actual_bytes,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("shape", &Shape(shape));
+                f("dtype", dtype);
+                f("expectedBytes", expected_bytes);
+                f("actualBytes", actual_bytes);
+                "dataLength"
+            }
+            E::ShapeDataMismatch {
+                file,
+                shape,
+                expected,
+                found,
+            } => {
+                f("file", file);
+                f("shape", &Shape(shape));
+                f("expected", expected);
+                f("found", found);
+                "shapeDataMismatch"
+            }
+            E::NpyMagic { file, found } => {
+                f("file", file);
+                f("found", found);
+                f("magic", &"\\x93NUMPY");
+                "npyMagic"
+            }
+            E::NpyVersion { file, major, minor } => {
+                f("file", file);
+                f("major", major);
+                f("minor", minor);
+                "npyVersion"
+            }
+            E::HeaderEncoding {
+                file,
+                field,
+                expected,
+                offset,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("expected", expected);
+                f("offset", offset);
+                "headerEncoding"
+            }
+            E::HeaderSyntax {
+                file,
+                field,
+                offset,
+                expected,
+                found,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("offset", offset);
+                f("expected", expected);
+                f("found", found);
+                "headerSyntax"
+            }
+            E::MissingField { file, field } => {
+                f("file", file);
+                f("field", field);
+                "missingField"
+            }
+            E::UnknownField {
+                file,
+                field,
+                expected,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("expected", expected);
+                "unknownField"
+            }
+            E::Duplicate { file, field } => {
+                f("file", file);
+                f("field", field);
+                "duplicate"
+            }
+            E::BadField {
+                file,
+                field,
+                value,
+                expected,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("value", value);
+                f("expected", expected);
+                "badField"
+            }
+            E::UnsupportedDtype {
+                file,
+                field,
+                value,
+                meaning,
+                expected,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("value", value);
+                f("expected", expected);
+                match meaning {
+                    Some(m) => {
+                        f("meaning", m);
+                        "unsupportedDtypeMeaning"
+                    }
+                    None => "unsupportedDtype",
+                }
+            }
+            E::NotFloat {
+                file,
+                tensor,
+                dtype,
+            } => {
+                f("file", file);
+                f("tensor", tensor);
+                f("dtype", dtype);
+                "notFloat"
+            }
+            E::HeaderLength {
+                file,
+                declared,
+                available,
+                max,
+            } => {
+                f("file", file);
+                f("declared", declared);
+                f("available", available);
+                f("max", max);
+                "headerLength"
+            }
+            E::OffsetsReversed {
+                file,
+                tensor,
+                begin,
+                end,
+            } => {
+                f("file", file);
+                f("tensor", tensor);
+                f("begin", begin);
+                f("end", end);
+                "offsetsReversed"
+            }
+            E::OffsetsSize {
+                file,
+                tensor,
+                begin,
+                end,
+                dtype,
+                shape,
+                expected_bytes,
+            } => {
+                f("file", file);
+                f("tensor", tensor);
+                f("begin", begin);
+                f("end", end);
+                f("spans", &end.saturating_sub(*begin));
+                f("shape", &Shape(shape));
+                f("dtype", dtype);
+                f("expectedBytes", expected_bytes);
+                "offsetsSize"
+            }
+            E::OffsetsOverlap {
+                file,
+                tensor,
+                begin,
+                end,
+                other,
+                other_begin,
+                other_end,
+            } => {
+                f("file", file);
+                f("tensor", tensor);
+                f("begin", begin);
+                f("end", end);
+                f("other", other);
+                f("otherBegin", other_begin);
+                f("otherEnd", other_end);
+                "offsetsOverlap"
+            }
+            E::OffsetsGap { file, from, to } => {
+                f("file", file);
+                f("from", from);
+                f("to", to);
+                "offsetsGap"
+            }
+            E::OffsetsBeyondData {
+                file,
+                tensor,
+                end,
+                data_len,
+            } => {
+                f("file", file);
+                f("tensor", tensor);
+                f("end", end);
+                f("dataLen", data_len);
+                "offsetsBeyondData"
+            }
+            E::TensorNotFound {
+                file,
+                name,
+                available,
+            } => {
+                f("file", file);
+                f("name", name);
+                f("available", &Joined(available, ", "));
+                "tensorNotFound"
+            }
+            E::NoLoadableTensor { file, reasons } => {
+                f("file", file);
+                f("reasons", &Joined(reasons, "; "));
+                "noLoadableTensor"
+            }
+            E::NotUtf8 {
+                file,
+                line,
+                column,
+                byte,
+                utf16,
+            } => {
+                f("file", file);
+                f("byte", &format_args!("{byte:02x}"));
+                f("line", line);
+                f("column", column);
+                if *utf16 {
+                    "notUtf8Utf16"
+                } else {
+                    "notUtf8"
+                }
+            }
+            E::Ragged {
+                file,
+                line,
+                found,
+                expected,
+                first_line,
+            } => {
+                f("file", file);
+                f("line", line);
+                f("found", found);
+                f("expected", expected);
+                f("firstLine", first_line);
+                "ragged"
+            }
+            E::NotANumber {
+                file,
+                line,
+                column,
+                text,
+            } => {
+                f("file", file);
+                f("line", line);
+                f("column", column);
+                f("text", text);
+                if text.contains(',') {
+                    "notANumberComma"
+                } else {
+                    "notANumber"
+                }
+            }
+            E::NonFinite {
+                file,
+                field,
+                index,
+                value,
+            } => {
+                f("file", file);
+                f("field", field);
+                f("index", &Shape(index));
+                f("value", value);
+                "nonFinite"
+            }
+            E::Json { file, message, .. } => {
+                f("file", file);
+                f("message", message);
+                "json"
+            }
+            E::JsonStructure {
+                file,
+                path,
+                found,
+                expected,
+            } => {
+                f("file", file);
+                f("path", path);
+                f("found", found);
+                f("expected", expected);
+                "jsonStructure"
+            }
+            E::JsonRagged {
+                file,
+                path,
+                found,
+                expected,
+            } => {
+                f("file", file);
+                f("path", path);
+                f("found", found);
+                f("expected", expected);
+                "jsonRagged"
+            }
+            E::TensorShape { shape, len } => {
+                f("shape", &Shape(shape));
+                f("count", &Count(shape));
+                f("len", len);
+                "tensorShape"
+            }
+            E::WrongRank {
+                file,
+                role,
+                shape,
+                expected,
+            } => {
+                f("file", file);
+                f("role", role);
+                f("shape", &Shape(shape));
+                match (role.as_str(), expected.as_str()) {
+                    ("attention", ATTENTION_SHAPES) => "wrongRankAttention",
+                    ("KV", KV_SHAPES) => "wrongRankKv",
+                    _ => {
+                        f("expected", expected);
+                        "wrongRank"
+                    }
+                }
+            }
+            E::PickOutOfRange {
+                file,
+                axis,
+                index,
+                len,
+            } => {
+                f("file", file);
+                f("axis", axis);
+                f("index", index);
+                f("max", &len.saturating_sub(1));
+                f("len", len);
+                "pickOutOfRange"
+            }
+            E::NegativeWeight { file, index, value } => {
+                f("file", file);
+                f("index", &Shape(index));
+                f("value", value);
+                "negativeWeight"
+            }
+            E::TokenMismatch(m) => {
+                f("left", &m.left);
+                f("leftT", &m.left_t);
+                f("right", &m.right);
+                f("rightT", &m.right_t);
+                "tokenMismatch"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// The page's Chinese templates of a file refusal by kind (`www/i18n.js`'s `LOAD_ZH`,
+    /// one `kind: 'text',` per line, either quote, no escapes).
+    fn chinese_templates() -> BTreeMap<String, String> {
+        let source = include_str!("../../www/i18n.js");
+        let start = source
+            .find("export const LOAD_ZH = {\n")
+            .expect("i18n.js exports LOAD_ZH");
+        let block = &source[start..];
+        let block = &block[..block.find("\n};").expect("LOAD_ZH ends")];
+        block
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (kind, literal) = l.trim().split_once(": ").expect("a `kind: 'text',` line");
+                let literal = literal
+                    .strip_suffix(',')
+                    .expect("a template line ends with a comma");
+                let q = &literal[..1];
+                let text = literal[1..].strip_suffix(q).expect("a quoted template");
+                assert!(
+                    !text.contains(q) && !text.contains('\\'),
+                    "{kind}: {literal}"
+                );
+                (kind.to_string(), text.to_string())
+            })
+            .collect()
+    }
+
+    /// The `{name}`s of a template, sorted.
+    fn placeholders(template: &str) -> Vec<String> {
+        let mut out: Vec<String> = template
+            .split('{')
+            .skip(1)
+            .filter_map(|p| p.split_once('}').map(|(name, _)| name.to_string()))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// One error of every variant (and of every kind a variant splits into). The match in
+    /// `variant` has no wildcard, so a new variant does not compile until it is listed here.
+    fn one_of_each() -> Vec<LoadError> {
+        let f = || "a.npy".to_string();
+        let s = |x: &str| x.to_string();
+        let all = vec![
+            LoadError::TooLarge {
+                file: f(),
+                bytes: 314_572_800,
+                max_bytes: 268_435_456,
+            },
+            LoadError::EmptyFile { file: f() },
+            LoadError::UnknownFormat {
+                file: f(),
+                extension: s("bin"),
+            },
+            LoadError::TooManyElements {
+                file: f(),
+                field: s("header field 'shape'"),
+                shape: vec![100_000, 100_000],
+                max_elements: 67_108_864,
+            },
+            LoadError::TooManyElements {
+                file: f(),
+                field: s("data"),
+                shape: vec![usize::MAX, 3],
+                max_elements: 67_108_864,
+            },
+            LoadError::RankTooHigh {
+                file: f(),
+                field: s("tensor 'k'"),
+                shape: vec![1, 2, 3, 4, 5],
+            },
+            LoadError::EmptyTensor {
+                file: f(),
+                field: s("data"),
+                shape: vec![0, 4],
+            },
+            LoadError::Truncated {
+                file: f(),
+                field: s("header length"),
+                needed: 12,
+                available: 9,
+            },
+            LoadError::DataLength {
+                file: f(),
+                field: s("data"),
+                shape: vec![4, 8],
+                dtype: s("<f4"),
+                expected_bytes: 128,
+                actual_bytes: 100,
+            },
+            LoadError::ShapeDataMismatch {
+                file: f(),
+                shape: vec![2, 3],
+                expected: 6,
+                found: 5,
+            },
+            LoadError::NpyMagic {
+                file: f(),
+                found: s("PK\\x03\\x04"),
+            },
+            LoadError::NpyVersion {
+                file: f(),
+                major: 4,
+                minor: 1,
+            },
+            LoadError::HeaderEncoding {
+                file: f(),
+                field: s("header"),
+                expected: s("UTF-8"),
+                offset: 17,
+            },
+            LoadError::HeaderSyntax {
+                file: f(),
+                field: s("JSON header"),
+                offset: 3,
+                expected: s("':'"),
+                found: s("x"),
+            },
+            LoadError::MissingField {
+                file: f(),
+                field: s("header field 'shape'"),
+            },
+            LoadError::UnknownField {
+                file: f(),
+                field: s("header field 'x'"),
+                expected: s("'descr', 'fortran_order' and 'shape'"),
+            },
+            LoadError::Duplicate {
+                file: f(),
+                field: s("tensor name 'k'"),
+            },
+            LoadError::BadField {
+                file: f(),
+                field: s("header field 'fortran_order'"),
+                value: s("1"),
+                expected: s("True or False"),
+            },
+            LoadError::UnsupportedDtype {
+                file: f(),
+                field: s("header field 'descr'"),
+                value: s("<c8"),
+                meaning: Some(s("complex64")),
+                expected: s("f2, f4, f8"),
+            },
+            LoadError::UnsupportedDtype {
+                file: f(),
+                field: s("tensor 'k' field 'dtype'"),
+                value: s("Q4"),
+                meaning: None,
+                expected: s("F16, BF16, F32, F64"),
+            },
+            LoadError::NotFloat {
+                file: f(),
+                tensor: s("ids"),
+                dtype: s("I64"),
+            },
+            LoadError::HeaderLength {
+                file: f(),
+                declared: 1 << 40,
+                available: 100,
+                max: 100_000_000,
+            },
+            LoadError::OffsetsReversed {
+                file: f(),
+                tensor: s("k"),
+                begin: 8,
+                end: 4,
+            },
+            LoadError::OffsetsSize {
+                file: f(),
+                tensor: s("k"),
+                begin: 0,
+                end: 10,
+                dtype: s("F32"),
+                shape: vec![2, 2],
+                expected_bytes: 16,
+            },
+            LoadError::OffsetsOverlap {
+                file: f(),
+                tensor: s("k"),
+                begin: 0,
+                end: 16,
+                other: s("v"),
+                other_begin: 8,
+                other_end: 24,
+            },
+            LoadError::OffsetsGap {
+                file: f(),
+                from: 16,
+                to: 24,
+            },
+            LoadError::OffsetsBeyondData {
+                file: f(),
+                tensor: s("k"),
+                end: 64,
+                data_len: 32,
+            },
+            LoadError::TensorNotFound {
+                file: f(),
+                name: s("q"),
+                available: vec![s("k"), s("v")],
+            },
+            LoadError::NoLoadableTensor {
+                file: f(),
+                reasons: vec![s("'ids' is I64"), s("'e' is empty")],
+            },
+            LoadError::NotUtf8 {
+                file: f(),
+                line: 2,
+                column: 5,
+                byte: 0xff,
+                utf16: false,
+            },
+            LoadError::NotUtf8 {
+                file: f(),
+                line: 1,
+                column: 1,
+                byte: 0xfe,
+                utf16: true,
+            },
+            LoadError::Ragged {
+                file: f(),
+                line: 4,
+                found: 3,
+                expected: 4,
+                first_line: 1,
+            },
+            LoadError::NotANumber {
+                file: f(),
+                line: 3,
+                column: 2,
+                text: s("abc"),
+            },
+            LoadError::NotANumber {
+                file: f(),
+                line: 3,
+                column: 2,
+                text: s("0,5"),
+            },
+            LoadError::NonFinite {
+                file: f(),
+                field: s("line 5, column 2"),
+                index: vec![4, 1],
+                value: s("NaN"),
+            },
+            LoadError::Json {
+                file: f(),
+                line: 1,
+                column: 7,
+                message: s("expected value at line 1 column 7"),
+            },
+            LoadError::JsonStructure {
+                file: f(),
+                path: s("[2][0]"),
+                found: s("a string"),
+                expected: s("a number"),
+            },
+            LoadError::JsonRagged {
+                file: f(),
+                path: s("[1]"),
+                found: 2,
+                expected: 3,
+            },
+            LoadError::TensorShape {
+                shape: vec![2, 3],
+                len: 5,
+            },
+            LoadError::WrongRank {
+                file: f(),
+                role: s("attention"),
+                shape: vec![7],
+                expected: s(ATTENTION_SHAPES),
+            },
+            LoadError::WrongRank {
+                file: f(),
+                role: s("KV"),
+                shape: vec![7],
+                expected: s(KV_SHAPES),
+            },
+            LoadError::WrongRank {
+                file: f(),
+                role: s("V"),
+                shape: vec![7],
+                expected: s("[T, d]"),
+            },
+            LoadError::PickOutOfRange {
+                file: f(),
+                axis: s("head"),
+                index: 9,
+                len: 8,
+            },
+            LoadError::NegativeWeight {
+                file: f(),
+                index: vec![0, 3],
+                value: s("-0.25"),
+            },
+            LoadError::TokenMismatch(TokenMismatch {
+                left: s("attention"),
+                left_t: 512,
+                right: s("K"),
+                right_t: 511,
+            }),
+        ];
+        for e in &all {
+            variant(e);
+        }
+        all
+    }
+
+    /// (No wildcard: see `one_of_each`.)
+    fn variant(e: &LoadError) {
+        match e {
+            LoadError::TooLarge { .. }
+            | LoadError::EmptyFile { .. }
+            | LoadError::UnknownFormat { .. }
+            | LoadError::TooManyElements { .. }
+            | LoadError::RankTooHigh { .. }
+            | LoadError::EmptyTensor { .. }
+            | LoadError::Truncated { .. }
+            | LoadError::DataLength { .. }
+            | LoadError::ShapeDataMismatch { .. }
+            | LoadError::NpyMagic { .. }
+            | LoadError::NpyVersion { .. }
+            | LoadError::HeaderEncoding { .. }
+            | LoadError::HeaderSyntax { .. }
+            | LoadError::MissingField { .. }
+            | LoadError::UnknownField { .. }
+            | LoadError::Duplicate { .. }
+            | LoadError::BadField { .. }
+            | LoadError::UnsupportedDtype { .. }
+            | LoadError::NotFloat { .. }
+            | LoadError::HeaderLength { .. }
+            | LoadError::OffsetsReversed { .. }
+            | LoadError::OffsetsSize { .. }
+            | LoadError::OffsetsOverlap { .. }
+            | LoadError::OffsetsGap { .. }
+            | LoadError::OffsetsBeyondData { .. }
+            | LoadError::TensorNotFound { .. }
+            | LoadError::NoLoadableTensor { .. }
+            | LoadError::NotUtf8 { .. }
+            | LoadError::Ragged { .. }
+            | LoadError::NotANumber { .. }
+            | LoadError::NonFinite { .. }
+            | LoadError::Json { .. }
+            | LoadError::JsonStructure { .. }
+            | LoadError::JsonRagged { .. }
+            | LoadError::TensorShape { .. }
+            | LoadError::WrongRank { .. }
+            | LoadError::PickOutOfRange { .. }
+            | LoadError::NegativeWeight { .. }
+            | LoadError::TokenMismatch(_) => {}
+        }
+    }
+
+    /// Every kind of refusal has a Chinese template on the page, which names exactly the
+    /// fields the kind gives (none left unfilled, none dropped), and every template is some
+    /// error's. (In English the page shows the message itself.)
+    #[test]
+    fn every_refusal_has_a_chinese_template_naming_its_fields() {
+        let zh = chinese_templates();
+        let missing = crate::upload::UploadError::Missing {
+            name: "x::k".into(),
+        };
+        let mut parts: Vec<LoadParts> = one_of_each().iter().map(LoadError::parts).collect();
+        parts.push(missing.parts());
+        let mut used = std::collections::BTreeSet::new();
+        for (kind, args) in parts {
+            let template = zh
+                .get(kind)
+                .unwrap_or_else(|| panic!("no Chinese template {kind}"));
+            let mut names: Vec<String> = args.iter().map(|(k, _)| k.to_string()).collect();
+            let given = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), given, "{kind}: a field given twice");
+            assert_eq!(
+                placeholders(template),
+                names,
+                "{kind}: the template's fields"
+            );
+            assert!(
+                template
+                    .chars()
+                    .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+                "{kind} is in Chinese: {template}"
+            );
+            used.insert(kind);
+        }
+        let unused: Vec<&String> = zh.keys().filter(|k| !used.contains(k.as_str())).collect();
+        assert!(unused.is_empty(), "templates no error uses: {unused:?}");
+    }
+
+    /// Each variant's fields are what its English message says: the values it names appear in
+    /// it as given (so a template that names them says the same values).
+    #[test]
+    fn the_fields_are_the_messages_values() {
+        for e in one_of_each() {
+            let message = e.to_string();
+            let (kind, args) = e.parts();
+            for (name, value) in &args {
+                assert!(
+                    message.contains(value.as_str()),
+                    "{kind}: {name} = {value:?} not in {message:?}"
+                );
+            }
+        }
+    }
+
+    /// The two roles with their own kinds keep their shapes in the template: a role checked
+    /// with other shapes takes the general kind, which names them.
+    #[test]
+    fn a_wrong_rank_names_its_shapes() {
+        let kind = |role: &str, expected: &str| {
+            LoadError::WrongRank {
+                file: "f".into(),
+                role: role.into(),
+                shape: vec![1],
+                expected: expected.into(),
+            }
+            .parts()
+            .0
+        };
+        assert_eq!(kind("attention", ATTENTION_SHAPES), "wrongRankAttention");
+        assert_eq!(kind("KV", KV_SHAPES), "wrongRankKv");
+        assert_eq!(kind("attention", KV_SHAPES), "wrongRank");
+        assert_eq!(kind("K", "[T, d]"), "wrongRank");
+    }
+}

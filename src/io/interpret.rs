@@ -11,6 +11,7 @@
 //! - Pairs: [`check_same_tokens`] (attention's `T` = KV's `T`) and [`check_kv_pair`] (K's `T` =
 //!   V's `T`).
 
+use super::error::{ATTENTION_SHAPES, KV_SHAPES};
 use super::{multi_index, LoadError, LoadWarning, Tensor, TokenMismatch};
 use crate::Matrix;
 
@@ -177,9 +178,7 @@ pub fn interpret_attention(
                 file: source.to_string(),
                 role: "attention".to_string(),
                 shape: shape.to_vec(),
-                expected: "[S, T] (S query steps over T tokens), [T, T] (a full causal matrix) \
-                           or [H, S, T] (per head); from a [B, H, S, T] batch save element [0]"
-                    .to_string(),
+                expected: ATTENTION_SHAPES.to_string(),
             })
         }
     };
@@ -429,9 +428,7 @@ pub fn interpret_kv(source: &str, tensor: &Tensor, pick: KvPick) -> Result<KvVie
                 file: source.to_string(),
                 role: "KV".to_string(),
                 shape: shape.to_vec(),
-                expected: "[T, d] (tokens x channels), [H, T, d] (per head) or [L, H, T, d] \
-                           (per layer and head)"
-                    .to_string(),
+                expected: KV_SHAPES.to_string(),
             })
         }
     };

@@ -20,8 +20,9 @@ test('English and Chinese hold the same keys, with the same placeholders', () =>
 
 test('no language table names a key twice', () => {
   const source = www('i18n.js');
-  const [en, zh] = source.split(/\n {2}zh: \{/);
-  assert.ok(zh, 'i18n.js has its zh table where this test looks for it');
+  const [en, rest] = source.split(/\n {2}zh: \{/);
+  assert.ok(rest, 'i18n.js has its zh table where this test looks for it');
+  const zh = rest.split('\n};\n')[0]; // (TEXT ends there)
   for (const [lang, block] of [['en', en], ['zh', zh]]) {
     const keys = [...block.matchAll(/^ {4}'([^']+)':/gm)].map((m) => m[1]);
     assert.equal(keys.length, Object.keys(TEXT[lang]).length, `${lang}: every key parsed`);
@@ -60,4 +61,25 @@ test('every key the page names exists', () => {
     ...['tokens-per-channel', 'channels-per-token'].map((k) => `quant.axis.${k}`),
   ];
   assert.deepEqual(built.filter((k) => !(k in TEXT.en)), []);
+});
+
+test('a file refusal\'s place and role names are said in Chinese, names in quotes kept', async () => {
+  const { placeName, LOAD_ZH } = await import('../../www/i18n.js');
+  const cases = [
+    ["header field 'shape'", "头部字段 'shape'"],
+    ["tensor 'k' field 'dtype'", "张量 'k' 的字段 'dtype'"],
+    ["tensor name 'q'", "张量名 'q'"],
+    ["tensor 'attn'", "张量 'attn'"],
+    ["field 'data'", "字段 'data'"],
+    ['line 5, column 2', '第 5 行第 2 列'],
+    ['data', '数据'], ['header length', '头部长度'], ['attention', '注意力'], ['head', '头'],
+    ['the KV tensor', 'KV 张量'],
+    ['K', 'K'], ['KV', 'KV'], ["something 'new'", "something 'new'"],
+  ];
+  for (const [en, zh] of cases) {
+    assert.equal(placeName('zh', en), zh, en);
+    assert.equal(placeName('en', en), en, `${en} stays in English`);
+  }
+  // (the templates themselves are checked against kvlab::io::LoadError::parts by a Rust test)
+  assert.ok(Object.keys(LOAD_ZH).length > 40);
 });

@@ -125,6 +125,73 @@ test('a good file and a bad one in one pick: the good one loads, the bad one is 
   await page.close();
 });
 
+test('in 中文 every refused file is worded in Chinese, the module\'s English kept, and a switch words it again', async () => {
+  // (its own browser: the language is remembered, and the other tests read English)
+  const own = await launch();
+  const { page, problems } = await open(own.context, urlWith({ ...START, lang: 'zh' }));
+  await page.locator('details.upload summary').click();
+  const err = fileError(page);
+  const han = /[\u4e00-\u9fff]/;
+  for (const [file, expected] of CASES) {
+    await page.locator('#file').setInputFiles(path.join(MALFORMED, file));
+    await page.waitForFunction((f) => {
+      const slot = document.querySelector('#file').parentElement.querySelector('.error');
+      return !slot.hidden && slot.dataset.value?.includes(f);
+    }, file);
+    const shown = await err.textContent();
+    const english = await err.getAttribute('data-value');
+    assert.match(english, expected, `${file}: the module's English message, kept in data-value`);
+    assert.ok(shown.startsWith(file), `${file}: the Chinese message names the file first: ${shown}`);
+    assert.match(shown, han, `${file}: in Chinese: ${shown}`);
+    assert.notEqual(shown, english);
+    assert.doesNotMatch(shown, /\{\w+\}/, `${file}: every field filled: ${shown}`);
+    // The numbers the English names are named in Chinese too (file names, shapes, counts).
+    const numbers = (t) => (t.replace(file, '').match(/\d+/g) ?? []).sort();
+    assert.deepEqual(numbers(shown).filter((n) => !numbers(english).includes(n)), [], `${file}: no number the English does not name`);
+  }
+  // Chinese place names and the line/column of a CSV cell.
+  assert.match(await err.textContent(), /^unknown_format\.bin：无法从扩展名 'bin' 或开头的字节判断格式/);
+  await page.locator('#file').setInputFiles(path.join(MALFORMED, 'npy_complex64.npy'));
+  await page.waitForFunction(() => document.querySelector('#file').parentElement.querySelector('.error').dataset.value?.includes('complex64'));
+  assert.match(await err.textContent(), /头部字段 'descr' 为 '<c8'（complex64）：支持的数据类型为/);
+  await page.locator('#file').setInputFiles(path.join(MALFORMED, 'csv_decimal_comma.csv'));
+  await page.waitForFunction(() => document.querySelector('#file').parentElement.querySelector('.error').dataset.value?.includes('csv_decimal_comma'));
+  assert.match(await err.textContent(), /第 \d+ 行第 \d+ 列：'[^']*,[^']*' 不是数字（不支持小数逗号/);
+
+  // Two refused files at once, each its own line; the switch words both in English, exactly
+  // the module's messages.
+  await page.locator('#file').setInputFiles([
+    path.join(MALFORMED, 'csv_ragged.csv'), path.join(MALFORMED, 'empty.npy'),
+  ]);
+  await page.waitForFunction(() => document.querySelector('#file').parentElement.querySelector('.error').dataset.value?.includes('empty.npy'));
+  const both = (await err.textContent()).split('\n');
+  assert.equal(both.length, 2);
+  assert.match(both[0], /^csv_ragged\.csv：第 2 行有 2 个单元格，但第 1 行有 3 个/);
+  assert.match(both[1], /^empty\.npy 是空文件（0 字节）/);
+  await page.locator('#lang').click();
+  await page.waitForFunction(() => document.documentElement.lang === 'en');
+  assert.equal(await err.textContent(), await err.getAttribute('data-value'));
+  assert.match(await err.textContent(), /^csv_ragged\.csv: line 2 has 2 cells but line 1 has 3: every row must have the same number of columns\nempty\.npy is empty \(0 bytes\)/);
+
+  // A choice the module refuses (T differs between attention and keys), in Chinese.
+  await page.locator('#lang').click();
+  await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
+  await page.locator('#file').setInputFiles([
+    { name: 'a.npy', mimeType: 'application/octet-stream', buffer: npy([2, 4], [0.5, 0.5, 0, 0, 0.25, 0.25, 0.25, 0.25]) },
+    { name: 'k.npy', mimeType: 'application/octet-stream', buffer: npy([3, 2], [1, 2, 3, 4, 5, 6]) },
+  ]);
+  await page.locator('#file-list li', { hasText: 'k.npy' }).waitFor();
+  await page.locator('#up-attention').selectOption('a.npy::a.npy');
+  await page.locator('#up-keys').selectOption('k.npy::k.npy');
+  await page.locator('#up-use').click();
+  const useErr = page.locator('#up-use').locator('xpath=..').locator('.error');
+  await useErr.waitFor({ state: 'visible' });
+  assert.equal(await useErr.textContent(), '注意力 覆盖 T=4 个 token，但 KV 张量 的 T=3：它们必须来自同一个提示');
+  assert.match(await useErr.getAttribute('data-value'), /^attention covers T=4 tokens but the KV tensor has T=3/);
+  assert.deepEqual(problems, []);
+  await own.close();
+});
+
 test('markup in a file name and in its cells is shown as text, never run or fetched', async () => {
   const { page, problems, requests } = await open(browser.context, urlWith(START));
   const before = await snapshot(page);

@@ -27,9 +27,20 @@ mod web {
         console_error_panic_hook::set_once();
     }
 
-    /// Every refusal concerns the file control.
+    /// Every refusal concerns the file control. Its fields ([`UploadError::visit`]) go with
+    /// it as `refusal` (`{kind, file, ...}`, every value text) with `refusalOf: "load"`, so
+    /// the page can word it in its language.
     fn refused(e: &UploadError) -> JsValue {
-        error("file", &e.to_string())
+        let out = error("file", &e.to_string());
+        let fields = Object::new();
+        let kind = e.visit(&mut |k, v| {
+            let _ = Reflect::set(&fields, &k.into(), &v.to_string().into());
+        });
+        let _ = Reflect::set(&fields, &"kind".into(), &kind.into());
+        // (properties on a fresh Error object: cannot fail)
+        let _ = Reflect::set(&out, &"refusal".into(), &fields);
+        let _ = Reflect::set(&out, &"refusalOf".into(), &"load".into());
+        out
     }
 
     /// `{key: value, ...}` (setting a property on a fresh plain object cannot fail).
