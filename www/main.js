@@ -62,6 +62,7 @@ const app = {
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
   shownErrors: new Map(), // error slot -> the engine error it shows (likewise)
+  clamped: null, // steps typed above T, to say once the view follows (with its control)
   inFlight: false, // an update request is with the engine
   requests: 0, // requests of any kind not yet answered
   progressTimer: 0,
@@ -123,7 +124,8 @@ function showError(control, message, error = null) {
   // figures keep theirs)
   if (error) {
     app.shownErrors.set(slot, error);
-    slot.dataset.value = error.message ?? '';
+    if (error.message) slot.dataset.value = error.message;
+    else delete slot.dataset.value;
   } else {
     app.shownErrors.delete(slot);
     delete slot.dataset.value;
@@ -158,7 +160,7 @@ function urlWarningText(w) {
 function errorText(e) {
   if (e?.list) return e.list.map(errorText).join('\n');
   const fields = e?.refusal;
-  if (fields && e.refusalOf === 'repair') return describeRepair(e.field, fields, false);
+  if (fields && e.refusalOf === 'repair') return describeRepair(e.field, fields, Boolean(e.repaired));
   // (a file the upload module refused: in English its own message)
   if (fields && e.refusalOf === 'load') {
     const template = app.lang === 'zh' ? LOAD_ZH[fields.kind] : null;
@@ -922,6 +924,10 @@ async function flush() {
     const reply = await request('update', { settings, draw: spec, defer, deferLever: !app.leversVisible });
     measureTimings(reply.timings, start);
     clearErrors();
+    if (app.clamped && changed.has('steps')) {
+      const { control, ...said } = app.clamped;
+      showError(control, errorText(said), said);
+    }
     app.good = settings;
     app.enginePending = leftForComplete(reply.figures);
     if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
@@ -982,7 +988,16 @@ function schedule(control, commit) {
     // B and r cannot exceed T, nor w exceed S: follow the data as the sliders' ranges do.
     const s = app.settings;
     const T = Number.isFinite(s.tokens) ? s.tokens : app.good.tokens;
-    const S = Math.min(Number.isFinite(s.steps) ? s.steps : app.good.steps, T);
+    const typed = Number.isFinite(s.steps) ? s.steps : app.good.steps;
+    const S = Math.min(typed, T);
+    // Steps typed above T: said next to the control once the view follows (as a link's are),
+    // until steps or T change again (the change event of the value written back keeps it).
+    if (key === 'steps' && typed > T) {
+      const refusal = { kind: 'atMost', value: typed, what: 'tokens', limit: T };
+      app.clamped = { control, field: 'steps', refusalOf: 'repair', repaired: true, refusal };
+    } else if (key === 'tokens' || typed !== app.clamped?.refusal.limit) {
+      app.clamped = null;
+    }
     s.budget = Math.min(s.budget, T);
     s.recent = Math.min(s.recent, T);
     s.steps = S;

@@ -288,6 +288,18 @@ test('invalid values typed into controls are refused next to the control; the pa
   assert.deepEqual(await snapshot(page), before, 'the last good view stays');
   await setNumber(page, 'Seed', 1);
 
+  // Steps typed above T (START has T = 128): S follows T, as it does when T moves below S, and
+  // the page says so next to the control, as a link's repair is said; the next change clears it.
+  await setNumber(page, 'Steps S', 500);
+  const stepsErr = page.locator('#steps').locator('xpath=..').locator('.error');
+  await stepsErr.waitFor({ state: 'visible' });
+  assert.equal(await stepsErr.textContent(), 'steps 500 is out of range: must be at most tokens (128); 128 is used');
+  assert.equal(await page.locator('#steps').inputValue(), '128');
+  assert.match(await figureText(page, 'data-description'), /S=128 x T=128/);
+  await setNumber(page, 'Steps S', START.steps);
+  assert.equal(await stepsErr.isVisible(), false, 'a good value clears the message');
+  assert.deepEqual(await snapshot(page), before, 'back to the view before');
+
   // Context length 0 (below the control's min): refused or repaired, never a crash.
   await setNumber(page, 'Context length', 0);
   await settle(page);
