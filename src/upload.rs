@@ -212,8 +212,9 @@ impl Uploads {
         Ok(self.add(loaded))
     }
 
-    /// Keeps a file read elsewhere (replacing one of the same name); returns what it holds.
-    pub fn add(&mut self, loaded: LoadedFile) -> FileSummary {
+    /// Keeps a file read elsewhere (replacing one of the same name); returns what it holds
+    /// (the skipped tensors move to the summary: nothing here needs them again).
+    pub fn add(&mut self, mut loaded: LoadedFile) -> FileSummary {
         let summary = FileSummary {
             file: loaded.file_name.clone(),
             summary: loaded.summary.clone(),
@@ -232,6 +233,7 @@ impl Uploads {
                 .iter()
                 .map(|t| format!("{}: {}", t.name, t.reason))
                 .collect(),
+            skipped_tensors: std::mem::take(&mut loaded.skipped),
         };
         self.files.retain(|f| f.file_name != loaded.file_name);
         self.files.push(loaded);

@@ -1069,6 +1069,9 @@ async function setLanguage(lang) {
   for (const li of document.querySelectorAll('#file-list li[data-about]')) {
     li.textContent = describeFile(li.dataset.file, JSON.parse(li.dataset.about));
   }
+  for (const li of document.querySelectorAll('#file-list li[data-why]')) {
+    li.textContent = describeSkipped(li.dataset.value, JSON.parse(li.dataset.why));
+  }
   if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
   if (app.urlNotes) showUrlWarnings(app.urlNotes);
   for (const [slot, e] of app.shownErrors) if (!slot.hidden) slot.textContent = errorText(e);
@@ -1207,6 +1210,19 @@ function restoreLegacyUpload() {
   }).catch((e) => reportError(null, e));
 }
 
+/**
+ * A tensor a file holds but the module did not load, in the page's language: `name: reason`
+ * from the reason's fields (`why`: `{name, fileCap, refusal, file}`), or the module's English
+ * line (`english`) in English or without fields.
+ */
+function describeSkipped(english, why) {
+  if (!why || app.lang === 'en' || !LOAD_ZH[why.refusal?.kind]) return english;
+  const said = errorText({ refusal: why.refusal, refusalOf: 'load', message: english });
+  const prefix = `${why.file}：`;
+  const reason = said.startsWith(prefix) ? said.slice(prefix.length) : said;
+  return `${why.name}：${reason}${why.fileCap ? t(app.lang, 'upload.skipped.fileCap') : ''}`;
+}
+
 /** Loads files into the page's list of uploaded tensors (and remembers their bytes). */
 async function addFile(name, buf) {
   const summary = await request('loadFile', { name, bytes: buf });
@@ -1219,9 +1235,13 @@ async function addFile(name, buf) {
   li.dataset.value = summary.summary;
   li.textContent = describeFile(summary.file, summary.about);
   list.append(li);
-  for (const s of summary.skipped) {
+  for (const [i, s] of summary.skipped.entries()) {
     const sk = document.createElement('li');
-    sk.textContent = s;
+    // (in the page's language from the reason's fields; the module's English in data-value)
+    const why = summary.skippedWhy?.[i];
+    sk.dataset.value = s;
+    if (why) sk.dataset.why = JSON.stringify({ ...why, file: summary.file });
+    sk.textContent = describeSkipped(s, why && { ...why, file: summary.file });
     sk.className = 'skipped';
     list.append(sk);
   }

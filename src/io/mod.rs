@@ -192,8 +192,16 @@ pub struct SkippedTensor {
     pub dtype: String,
     /// Its shape.
     pub shape: Vec<usize>,
-    /// Why it was not loaded (the [`LoadError`]'s message).
+    /// Why it was not loaded (the [`LoadError`]'s message, without the file name, and with
+    /// a note when `file_cap`).
     pub reason: String,
+    /// That error's fields, which the page words in its language ([`LoadError::parts`]; the
+    /// fields, not the error, so that code which only keeps files, such as the page's module,
+    /// does not carry every error's drop code).
+    pub why: LoadParts,
+    /// Whether it is the element cap counted over the file's tensors together (the tensors
+    /// loaded before it took the rest), not this tensor alone.
+    pub file_cap: bool,
 }
 
 /// What [`load`] found in one file: one or more tensors, each finite and non-empty.
@@ -499,6 +507,8 @@ fn load_safetensors(
                         "{} (the cap counts all tensors of the file together)",
                         reason(&e)
                     ),
+                    why: e.parts(),
+                    file_cap: true,
                 });
             }
             Err(e) => skipped.push(SkippedTensor {
@@ -506,6 +516,8 @@ fn load_safetensors(
                 dtype: info.dtype.name().to_string(),
                 shape: info.shape.clone(),
                 reason: reason(&e),
+                why: e.parts(),
+                file_cap: false,
             }),
         }
     }

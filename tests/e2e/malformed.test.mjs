@@ -125,7 +125,7 @@ test('a good file and a bad one in one pick: the good one loads, the bad one is 
   await page.close();
 });
 
-test('in 中文 every refused file is worded in Chinese, the module\'s English kept, and a switch words it again', async () => {
+test('in 中文 every refused file and skipped tensor is worded in Chinese, the module\'s English kept, and a switch words it again', async () => {
   // (its own browser: the language is remembered, and the other tests read English)
   const own = await launch();
   const { page, problems } = await open(own.context, urlWith({ ...START, lang: 'zh' }));
@@ -188,6 +188,29 @@ test('in 中文 every refused file is worded in Chinese, the module\'s English k
   await useErr.waitFor({ state: 'visible' });
   assert.equal(await useErr.textContent(), '注意力 覆盖 T=4 个 token，但 KV 张量 的 T=3：它们必须来自同一个提示');
   assert.match(await useErr.getAttribute('data-value'), /^attention covers T=4 tokens but the KV tensor has T=3/);
+
+  // A safetensors file with a float tensor and an integer one: the float one loads, the other
+  // is listed as skipped, with its reason in Chinese (the module's English in data-value).
+  const header = Buffer.from(JSON.stringify({
+    k: { dtype: 'F32', shape: [2, 2], data_offsets: [0, 16] },
+    ids: { dtype: 'I64', shape: [2], data_offsets: [16, 32] },
+  }));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(header.length));
+  const data = Buffer.alloc(32);
+  [1, 2, 3, 4].forEach((v, i) => data.writeFloatLE(v, 4 * i));
+  await page.locator('#file').setInputFiles([
+    { name: 'mixed.safetensors', mimeType: 'application/octet-stream', buffer: Buffer.concat([length, header, data]) },
+  ]);
+  const skipped = page.locator('#file-list li.skipped');
+  await skipped.waitFor();
+  assert.equal(await skipped.textContent(),
+    "ids：张量 'ids' 的数据类型为 I64，不是浮点数：可加载的类型为 F16、BF16、F32 和 F64");
+  assert.equal(await skipped.getAttribute('data-value'),
+    "ids: tensor 'ids' has dtype I64, which is not a float: loadable dtypes are F16, BF16, F32 and F64");
+  await page.locator('#lang').click();
+  await page.waitForFunction(() => document.documentElement.lang === 'en');
+  assert.equal(await skipped.textContent(), await skipped.getAttribute('data-value'));
   assert.deepEqual(problems, []);
   await own.close();
 });

@@ -15,7 +15,7 @@
 #[cfg(target_arch = "wasm32")]
 mod web {
     use js_sys::{Array, Float32Array, Object, Reflect};
-    use kvlab::io::{FileAbout, KvAbout, LoadWarning};
+    use kvlab::io::{FieldSink, FileAbout, KvAbout, LoadWarning};
     use kvlab::js::error;
     use kvlab::lab::{FileSummary, UploadChoice};
     use kvlab::upload::{Chosen as Picked, UploadError, UploadFigures};
@@ -32,15 +32,21 @@ mod web {
     /// the page can word it in its language.
     fn refused(e: &UploadError) -> JsValue {
         let out = error("file", &e.to_string());
-        let fields = Object::new();
-        let kind = e.visit(&mut |k, v| {
-            let _ = Reflect::set(&fields, &k.into(), &v.to_string().into());
-        });
-        let _ = Reflect::set(&fields, &"kind".into(), &kind.into());
+        let fields = refusal_fields(|f| e.visit(f));
         // (properties on a fresh Error object: cannot fail)
         let _ = Reflect::set(&out, &"refusal".into(), &fields);
         let _ = Reflect::set(&out, &"refusalOf".into(), &"load".into());
         out
+    }
+
+    /// A refusal's `{kind, ...fields}` as `visit` gives them, every value as text.
+    fn refusal_fields(visit: impl FnOnce(&mut FieldSink<'_>) -> &'static str) -> JsValue {
+        let fields = Object::new();
+        let kind = visit(&mut |k, v| {
+            let _ = Reflect::set(&fields, &k.into(), &v.to_string().into());
+        });
+        let _ = Reflect::set(&fields, &"kind".into(), &kind.into());
+        fields.into()
     }
 
     /// `{key: value, ...}` (setting a property on a fresh plain object cannot fail).
@@ -160,7 +166,8 @@ mod web {
         ])
     }
 
-    /// `{file, summary, about, tensors: [{name, shape, dtype}], skipped}`, built by hand: a serde
+    /// `{file, summary, about, tensors: [{name, shape, dtype}], skipped, skippedWhy: [{name,
+    /// fileCap, refusal}]}`, built by hand: a serde
     /// converter would be the largest part of this module after the readers.
     fn summary_object(s: &FileSummary) -> JsValue {
         let tensors: Array = s
@@ -175,12 +182,34 @@ mod web {
                 ])
             })
             .collect();
+        // Each skipped tensor's error as fields, for the page's language (`skipped` says the
+        // same in English).
+        let skipped_why: Array = s
+            .skipped_tensors
+            .iter()
+            .map(|t| {
+                object(&[
+                    ("name", t.name.as_str().into()),
+                    ("fileCap", t.file_cap.into()),
+                    (
+                        "refusal",
+                        refusal_fields(|f| {
+                            for (k, v) in &t.why.1 {
+                                f(k, v);
+                            }
+                            t.why.0
+                        }),
+                    ),
+                ])
+            })
+            .collect();
         object(&[
             ("file", s.file.as_str().into()),
             ("summary", s.summary.as_str().into()),
             ("about", file_about(&s.about)),
             ("tensors", tensors.into()),
             ("skipped", strings(s.skipped.iter().map(String::as_str))),
+            ("skippedWhy", skipped_why.into()),
         ])
     }
 
