@@ -49,9 +49,23 @@ pub enum BudgetError {
     /// Group size zero.
     #[error("group size 0 is out of range: must be at least 1")]
     GroupSize,
-    /// The byte count does not fit in 64 bits.
-    #[error("the cache size overflows 64-bit bytes: reduce batch or context")]
+    /// A byte count above [`MAX_BYTES`] (8 PiB): more than the page can show exactly (a
+    /// JavaScript number holds integers exactly up to 2^53 - 1).
+    #[error("the cache size is above 2^53 - 1 bytes (8 PiB), the largest byte count shown exactly: reduce batch, context or the model's dimensions")]
     Overflow,
+}
+
+/// The largest byte count a breakdown holds, `2^53 - 1` (8 PiB): every count and sum is an
+/// integer a JavaScript number holds exactly (the page shows them; a larger count could not even
+/// be handed to it). Counts are computed in `u128` and checked against it.
+pub const MAX_BYTES: u64 = (1 << 53) - 1;
+
+/// `v` as a byte count of a breakdown, or [`BudgetError::Overflow`] above [`MAX_BYTES`].
+pub(crate) fn byte_count(v: u128) -> Result<u64, BudgetError> {
+    u64::try_from(v)
+        .ok()
+        .filter(|&v| v <= MAX_BYTES)
+        .ok_or(BudgetError::Overflow)
 }
 
 /// How the KV cache of one model is shaped.
@@ -445,7 +459,7 @@ pub fn breakdown(model: &ModelConfig, c: &Compression) -> Result<Breakdown, Budg
         IndexKind::Mask => copies * u128::from(c.t_total).div_ceil(8),
     };
     let b = u128::from(c.batch);
-    let to64 = |v: u128| u64::try_from(v * b).map_err(|_| BudgetError::Overflow);
+    let to64 = |v: u128| byte_count(v * b);
     let m_fp = to64(m_fp)?;
     let m_codes = to64(m_codes)?;
     let m_fp_kept = to64(m_fp_kept)?;
@@ -453,8 +467,9 @@ pub fn breakdown(model: &ModelConfig, c: &Compression) -> Result<Breakdown, Budg
     let m_zero_points = to64(m_zps)?;
     let m_score_state = to64(m_score)?;
     let m_index = to64(m_index)?;
-    let m_meta = m_scales + m_zero_points + m_score_state;
-    let m_final = m_codes + m_fp_kept + m_meta + m_index;
+    let sum = |xs: &[u64]| byte_count(xs.iter().map(|&x| u128::from(x)).sum());
+    let m_meta = sum(&[m_scales, m_zero_points, m_score_state])?;
+    let m_final = sum(&[m_codes, m_fp_kept, m_meta, m_index])?;
     let kept_tokens = (c.t_kept * c.batch) as f64;
     let bytes_token_codes = (m_codes + m_fp_kept) as f64 / kept_tokens;
     let bytes_token_quant = (m_codes + m_fp_kept + m_scales + m_zero_points) as f64 / kept_tokens;
@@ -577,6 +592,38 @@ mod tests {
             mla_latent: None,
             sliding: None,
         }
+    }
+
+    /// Byte counts up to 2^53 - 1 are given; one above is refused (before, counts up to 2^64
+    /// were given, which the page could not be handed: its conversion failed with an internal
+    /// message).
+    #[test]
+    fn byte_counts_stop_at_what_a_javascript_number_holds() {
+        // m_fp = 2 (K and V) x d_head 4 x T x fp_bytes 2 x batch = 16 T batch bytes.
+        let model = tiny();
+        let at = |batch: u64| {
+            breakdown(
+                &model,
+                &Compression {
+                    batch,
+                    ..Compression::none(1 << 32)
+                },
+            )
+        };
+        // 16 x 2^32 x (2^17 - 1) = 2^53 - 2^36 bytes: given, exactly.
+        assert_eq!(at((1 << 17) - 1).unwrap().m_fp, (1 << 53) - (1 << 36));
+        assert_eq!(at(1 << 17), Err(BudgetError::Overflow), "2^53 bytes");
+        assert_eq!(
+            at(1 << 20),
+            Err(BudgetError::Overflow),
+            "2^56 bytes fit a u64, not a number"
+        );
+        assert_eq!(byte_count(u128::from(MAX_BYTES)), Ok(MAX_BYTES));
+        assert_eq!(
+            byte_count(u128::from(MAX_BYTES) + 1),
+            Err(BudgetError::Overflow)
+        );
+        assert_eq!(byte_count(u128::MAX), Err(BudgetError::Overflow));
     }
 
     fn q(bits: u8, scheme: Scheme, granularity: Granularity, g: Option<u64>) -> QuantAccounting {

@@ -2,6 +2,7 @@
 //! and the upload module (the `upload/` crate): errors as JavaScript `Error`s with a `field`
 //! naming the control, results as plain objects, progress callbacks.
 
+use crate::budget::BudgetError;
 use crate::lab::{LabError, Stage};
 use serde::Serialize;
 use wasm_bindgen::JsValue;
@@ -18,8 +19,9 @@ pub fn error(field: &str, message: &str) -> JsValue {
 /// [`error`] for a lab error (its [`LabError::field`] and message). A refusal the page words in
 /// its language also carries `refusal`, its fields, and `refusalOf`, whose they are: `repair` (a
 /// setting out of range, [`crate::state::Repair`]), `quant` ([`crate::quant::QuantError`]),
-/// `select` ([`crate::select::SelectError`]) or `range` (a channel the data does not have,
-/// [`LabError::Channel`]: `{kind: "channel", channel, max}`).
+/// `select` ([`crate::select::SelectError`]), `range` (a channel the data does not have,
+/// [`LabError::Channel`]: `{kind: "channel", channel, max}`) or `budget` (a model whose cache is
+/// too large to count, [`BudgetError::Overflow`]: `{kind: "overflow"}`).
 pub fn lab_error(e: &LabError) -> JsValue {
     let out = error(e.field(), &e.to_string());
     let refusal = match e {
@@ -34,6 +36,9 @@ pub fn lab_error(e: &LabError) -> JsValue {
                 max: *max,
             }),
         )),
+        LabError::Budget(BudgetError::Overflow) => {
+            Some(("budget", to_js(&KindOnly { kind: "overflow" })))
+        }
         _ => None,
     };
     if let Some((of, Ok(fields))) = refusal {
@@ -42,6 +47,12 @@ pub fn lab_error(e: &LabError) -> JsValue {
         let _ = js_sys::Reflect::set(&out, &"refusalOf".into(), &of.into());
     }
     out
+}
+
+/// A refusal with no fields but its kind.
+#[derive(Serialize)]
+struct KindOnly {
+    kind: &'static str,
 }
 
 /// [`LabError::Channel`]'s fields for the page (a struct, so that no JSON value type is needed).

@@ -44,7 +44,9 @@
 //! relative L2 error of the attention output per step ([`output_error`]), summarised as mean and
 //! worst step in a [`QualityReport`]. [`sweep`] evaluates many budgets per policy in one pass.
 
-use crate::budget::{breakdown, Breakdown, BudgetError, Compression, IndexKind, ModelConfig};
+use crate::budget::{
+    breakdown, byte_count, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
+};
 use crate::select::{self, Pooling, SelectError, Selection};
 use crate::{Matrix, ShapeError};
 use serde::{Deserialize, Serialize};
@@ -1525,18 +1527,14 @@ pub fn scoped_breakdown(
         },
     )?;
     let f = memory.kv_copy_factor;
-    let mul = |x: u64| x.checked_mul(f).ok_or(BudgetError::Overflow);
+    let mul = |x: u64| byte_count(u128::from(x) * u128::from(f));
     b.m_codes = mul(b.m_codes)?;
     b.m_fp_kept = mul(b.m_fp_kept)?;
     b.m_scales = mul(b.m_scales)?;
     b.m_zero_points = mul(b.m_zero_points)?;
     b.bytes_token_codes *= f as f64;
     b.bytes_token_quant *= f as f64;
-    let sum = |xs: &[u64]| {
-        xs.iter()
-            .try_fold(0u64, |a, &x| a.checked_add(x))
-            .ok_or(BudgetError::Overflow)
-    };
+    let sum = |xs: &[u64]| byte_count(xs.iter().map(|&x| u128::from(x)).sum());
     b.m_meta = sum(&[b.m_scales, b.m_zero_points, b.m_score_state])?;
     b.m_final = sum(&[b.m_codes, b.m_fp_kept, b.m_meta, b.m_index])?;
     b.r_overall = b.m_fp as f64 / b.m_final.max(1) as f64;

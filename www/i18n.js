@@ -353,6 +353,7 @@ export const TEXT = {
     'select.refused.sinks': 'sinks {sinks} is out of range: must be in 0..={budget} (the budget B)',
     // A channel the data does not have (kvlab::lab::LabError::Channel).
     'range.refused.channel': 'channel {channel} is out of range: must be in 0..={max} (d - 1)',
+    'budget.refused.overflow': "the cache size is above 2^53 - 1 bytes (8 PiB), the largest byte count shown exactly: reduce batch, context or the model's dimensions",
     // After a link's setting the data refuses, when no single default helps.
     'repair.every-default': "; every setting's default is used",
     'error.prefix': '',
@@ -699,6 +700,7 @@ export const TEXT = {
     'select.refused.kernel': '池化核 {kernel} 超出范围：应为 1..={max} 内的奇数',
     'select.refused.sinks': 'sinks {sinks} 超出范围：应为 0..={budget}（预算 B）',
     'range.refused.channel': '通道 {channel} 超出范围：应为 0..={max}（d − 1）',
+    'budget.refused.overflow': '缓存大小超过 2^53 - 1 字节（8 PiB），即能精确显示的最大字节数：请减小 batch、上下文长度或模型的维度',
     'repair.every-default': '；所有设置改用默认值',
     'error.prefix': '',
   },

@@ -323,6 +323,29 @@ test('invalid values typed into controls are refused next to the control; the pa
   assert.equal(await stepsErr.isVisible(), false, 'a good value clears the message');
   assert.deepEqual(await snapshot(page), before, 'back to the view before');
 
+  // A custom model too large to count in bytes a number holds exactly (each dimension within its
+  // range): refused with its message next to the model, not an internal conversion error.
+  await page.locator('#model').selectOption('custom');
+  await settle(page);
+  const modelErr = page.locator('.control .error:not([hidden])');
+  const type = async (key, value) => {
+    const input = page.locator(`[data-key="${key}"]`);
+    await input.fill(String(value));
+    await input.press('Enter');
+    await settle(page);
+  };
+  // 64 layers x 64 KV heads x 1024 x 2^22 tokens x 2 (K and V) x 2 bytes = 2^46 bytes: counted.
+  for (const [key, value] of [['layers', 64], ['kv_heads', 64], ['head_dim', 1024], ['context', 4194304]]) await type(key, value);
+  assert.equal(await modelErr.count(), 0, 'a 64 TiB cache is counted');
+  const modelBefore = await figureText(page, 'gib-final');
+  await type('batch', 1024); // 2^56 bytes: a u64 holds it, a number does not exactly
+  await modelErr.first().waitFor();
+  assert.deepEqual(await modelErr.allTextContents(), ["the cache size is above 2^53 - 1 bytes (8 PiB), the largest byte count shown exactly: reduce batch, context or the model's dimensions"]);
+  assert.equal(await figureText(page, 'gib-final'), modelBefore, 'the last good breakdown stays');
+  assert.deepEqual(problems, []);
+  await page.locator('#model').selectOption({ index: 0 });
+  await settle(page);
+
   // Context length 0 (below the control's min): refused or repaired, never a crash.
   await setNumber(page, 'Context length', 0);
   await settle(page);
