@@ -152,10 +152,14 @@ function urlWarningText(w) {
 }
 
 /**
- * An engine error's text: a setting out of range, a bits / group size the quantizer refuses or
- * a budget, window, kernel or sinks the selection refuses (`refusal`, the fields of
- * kvlab::state::Repair, quant::QuantError, select::SelectError or lab::LabError::Channel, by
- * `refusalOf`) in the page's language, any other its message (in English).
+ * An engine error's text: a setting out of range, a bits / group size the quantizer refuses,
+ * a budget, window, kernel or sinks the selection refuses, a model too large to count (`refusal`,
+ * the fields of kvlab::state::Repair, quant::QuantError, select::SelectError,
+ * lab::LabError::Channel or budget::BudgetError::Overflow, by `refusalOf`) in the page's
+ * language; a file the upload module refuses (`refusalOf: 'load'`, io::LoadError::visit's
+ * fields) in Chinese from LOAD_ZH, in English as the module said it; a message of the page's own
+ * (`textKey`, `textFields`) or several (`list`, one per line); any other its message (in
+ * English). `repaired`: a repair whose replacement is used (said with it).
  */
 function errorText(e) {
   if (e?.list) return e.list.map(errorText).join('\n');
