@@ -48,9 +48,7 @@ impl UploadError {
 
     /// [`UploadError::visit`]'s fields collected (see [`LoadError::parts`]).
     pub fn parts(&self) -> LoadParts {
-        let mut fields = Vec::new();
-        let kind = self.visit(&mut |name, value| fields.push((name, value.to_string())));
-        (kind, fields)
+        io::collect_parts(|f| self.visit(f))
     }
 }
 

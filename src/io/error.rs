@@ -648,12 +648,17 @@ impl std::fmt::Display for Joined<'_> {
 /// What [`LoadError::visit`] hands each field to.
 pub type FieldSink<'a> = dyn FnMut(&'static str, &dyn std::fmt::Display) + 'a;
 
+/// The kind and fields a `visit` (such as [`LoadError::visit`]) gives, collected.
+pub fn collect_parts(visit: impl FnOnce(&mut FieldSink<'_>) -> &'static str) -> LoadParts {
+    let mut fields = Vec::new();
+    let kind = visit(&mut |name, value| fields.push((name, value.to_string())));
+    (kind, fields)
+}
+
 impl LoadError {
     /// This error as a [`LoadParts`] (see [`LoadError::visit`]).
     pub fn parts(&self) -> LoadParts {
-        let mut fields = Vec::new();
-        let kind = self.visit(&mut |name, value| fields.push((name, value.to_string())));
-        (kind, fields)
+        collect_parts(|f| self.visit(f))
     }
 
     /// Hands each of this error's fields to `field` (name, value to write as text) and returns

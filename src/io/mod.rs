@@ -24,7 +24,7 @@ pub mod json;
 pub mod npy;
 pub mod safetensors;
 
-pub use error::{FieldSink, LoadError, LoadParts, LoadWarning, TokenMismatch};
+pub use error::{collect_parts, FieldSink, LoadError, LoadParts, LoadWarning, TokenMismatch};
 pub(crate) use interpret::check_k_v_tokens;
 pub use interpret::{
     check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows,
