@@ -60,8 +60,10 @@ function uploadsModule() {
         return new mod.Uploads();
       } catch (e) {
         uploadsPromise = null;
-        throw Object.assign(new Error(`The file readers (${url.pathname.split('/').slice(-2).join('/')}) `
-          + `could not be loaded: ${e?.message ?? e}. Check the connection, then upload the file again.`), { field: 'file' });
+        // (with its fields, which the page words in its language: upload.refused.readersLost)
+        const refusal = { kind: 'readersLost', module: url.pathname.split('/').slice(-2).join('/'), detail: e?.message ?? String(e) };
+        throw Object.assign(new Error(`The file readers (${refusal.module}) could not be loaded: `
+          + `${refusal.detail}. Check the connection, then upload the file again.`), { field: 'file', refusal, refusalOf: 'upload' });
       }
     })();
   }

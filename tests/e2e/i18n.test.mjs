@@ -56,7 +56,7 @@ test('every key the page names exists', () => {
     ...['outOfRange', 'notANumber', 'notOneOf', 'unknownModel', 'even', 'atMost', 'below'].map((k) => `repair.${k}`),
     ...['bits', 'groupSize', 'groupWithPerTensor'].map((k) => `quant.refused.${k}`),
     ...['budget', 'window', 'kernel', 'sinks'].map((k) => `select.refused.${k}`),
-    'range.refused.channel', 'budget.refused.overflow', 'repair.default', 'repair.every-default',
+    'range.refused.channel', 'budget.refused.overflow', 'upload.refused.readersLost', 'repair.default', 'repair.every-default',
     ...['symmetric', 'asymmetric'].map((k) => `quant.scheme-name.${k}`),
     ...['tokens-per-channel', 'channels-per-token'].map((k) => `quant.axis.${k}`),
   ];

@@ -71,6 +71,12 @@ test('the upload module failing to load: a message at the file control, the next
   const err = page.locator('#file').locator('xpath=..').locator('.error');
   await err.waitFor({ state: 'visible' });
   assert.match(await err.textContent(), /file readers \(pkg-upload\/kvlab_upload\.js\) could not be loaded.*upload the file again/s);
+  assert.equal(await err.textContent(), await err.getAttribute('data-value'), 'in English, the engine\'s own words');
+  await page.getByRole('button', { name: 'Switch language' }).click();
+  await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
+  assert.match(await err.textContent(), /^无法加载文件读取模块（pkg-upload\/kvlab_upload\.js）：.+。请检查网络连接，然后重新上传文件。$/);
+  await page.locator('#lang').click();
+  await page.waitForFunction(() => document.documentElement.lang === 'en');
   assert.equal(await figure(page, 'kept-count'), before, 'the data in use stays');
   await page.unroute('**/pkg-upload/**');
   await page.getByLabel('Upload files', { exact: true }).setInputFiles([file]);
