@@ -68,6 +68,11 @@ pub(crate) fn byte_count(v: u128) -> Result<u64, BudgetError> {
         .ok_or(BudgetError::Overflow)
 }
 
+/// The sum of byte counts, checked as [`byte_count`] checks one.
+pub(crate) fn byte_sum(xs: &[u64]) -> Result<u64, BudgetError> {
+    byte_count(xs.iter().map(|&x| u128::from(x)).sum())
+}
+
 /// How the KV cache of one model is shaped.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ModelConfig {
@@ -467,9 +472,8 @@ pub fn breakdown(model: &ModelConfig, c: &Compression) -> Result<Breakdown, Budg
     let m_zero_points = to64(m_zps)?;
     let m_score_state = to64(m_score)?;
     let m_index = to64(m_index)?;
-    let sum = |xs: &[u64]| byte_count(xs.iter().map(|&x| u128::from(x)).sum());
-    let m_meta = sum(&[m_scales, m_zero_points, m_score_state])?;
-    let m_final = sum(&[m_codes, m_fp_kept, m_meta, m_index])?;
+    let m_meta = byte_sum(&[m_scales, m_zero_points, m_score_state])?;
+    let m_final = byte_sum(&[m_codes, m_fp_kept, m_meta, m_index])?;
     let kept_tokens = (c.t_kept * c.batch) as f64;
     let bytes_token_codes = (m_codes + m_fp_kept) as f64 / kept_tokens;
     let bytes_token_quant = (m_codes + m_fp_kept + m_scales + m_zero_points) as f64 / kept_tokens;

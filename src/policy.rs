@@ -45,7 +45,7 @@
 //! worst step in a [`QualityReport`]. [`sweep`] evaluates many budgets per policy in one pass.
 
 use crate::budget::{
-    breakdown, byte_count, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
+    breakdown, byte_count, byte_sum, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
 };
 use crate::select::{self, Pooling, SelectError, Selection};
 use crate::{Matrix, ShapeError};
@@ -1534,9 +1534,8 @@ pub fn scoped_breakdown(
     b.m_zero_points = mul(b.m_zero_points)?;
     b.bytes_token_codes *= f as f64;
     b.bytes_token_quant *= f as f64;
-    let sum = |xs: &[u64]| byte_count(xs.iter().map(|&x| u128::from(x)).sum());
-    b.m_meta = sum(&[b.m_scales, b.m_zero_points, b.m_score_state])?;
-    b.m_final = sum(&[b.m_codes, b.m_fp_kept, b.m_meta, b.m_index])?;
+    b.m_meta = byte_sum(&[b.m_scales, b.m_zero_points, b.m_score_state])?;
+    b.m_final = byte_sum(&[b.m_codes, b.m_fp_kept, b.m_meta, b.m_index])?;
     b.r_overall = b.m_fp as f64 / b.m_final.max(1) as f64;
     Ok(ScopedBreakdown {
         memory,
