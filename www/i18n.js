@@ -755,7 +755,7 @@ export const LOAD_ZH = {
   wrongRank: '{file}：{role} 的形状为 {shape}：应为 {expected}',
   wrongRankAttention: '{file}：{role} 的形状为 {shape}：应为 [S, T]（S 个查询步 × T 个 token）、[T, T]（完整的因果矩阵）或 [H, S, T]（按头）；若是 [B, H, S, T] 批量，请保存第 [0] 个元素',
   wrongRankKv: '{file}：{role} 的形状为 {shape}：应为 [T, d]（token × 通道）、[H, T, d]（按头）或 [L, H, T, d]（按层和头）',
-  pickOutOfRange: '{file}：{axis} {index} 超出范围：应为 0..={max}（共 {len} 个 {axis}）',
+  pickOutOfRange: '{file}：{axis} {index} 超出范围：应为 0..={max}（共 {len} 个{axis}）',
   negativeWeight: '{file}：索引 {index} 处的注意力权重 {value} 为负：注意力权重是 [0, 1] 内的 softmax 概率',
   tokenMismatch: '{left} 覆盖 T={leftT} 个 token，但 {right} 的 T={rightT}：它们必须来自同一个提示',
   uploadMissing: "没有名为 '{name}' 的上传张量：请先上传",
