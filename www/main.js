@@ -13,6 +13,9 @@ import { connect } from './client.js';
 import { TEXT, LOAD_ZH, t, fill, placeName, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 
+/** A Chinese character (the templates' spacing around names said in Chinese, errorText). */
+const HAN = /[\u4e00-\u9fff]/;
+
 /** Which sections a settings key affects (data keys affect everything). */
 const Q = ['quant', 'budget', 'compare'];
 const SEL = ['select', 'budget', 'compare'];
@@ -167,11 +170,17 @@ function errorText(e) {
   if (fields && e.refusalOf === 'repair') return describeRepair(e.field, fields, Boolean(e.repaired));
   // (a file the upload module refused: in English its own message)
   if (fields && e.refusalOf === 'load') {
-    const template = app.lang === 'zh' ? LOAD_ZH[fields.kind] : null;
+    let template = app.lang === 'zh' ? LOAD_ZH[fields.kind] : null;
     if (!template) return e.message;
     const named = {};
     for (const k of ['field', 'role', 'axis', 'left', 'right']) {
-      if (k in fields) named[k] = placeName(app.lang, fields[k]);
+      if (!(k in fields)) continue;
+      const said = placeName(app.lang, fields[k]);
+      named[k] = said;
+      // (the templates space these names off the Chinese around them, as a Latin name needs;
+      // a name said in Chinese joins its neighbours: '注意力的形状', not '注意力 的形状')
+      if (HAN.test(said.at(0))) template = template.replace(new RegExp(`(${HAN.source}) \\{${k}\\}`), `$1{${k}}`);
+      if (HAN.test(said.at(-1))) template = template.replace(new RegExp(`\\{${k}\\} (?=${HAN.source})`), `{${k}}`);
     }
     return fill(template, { ...fields, ...named });
   }

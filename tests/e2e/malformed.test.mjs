@@ -186,7 +186,7 @@ test('in 中文 every refused file and skipped tensor is worded in Chinese, the 
   await page.locator('#up-use').click();
   const useErr = page.locator('#up-use').locator('xpath=..').locator('.error');
   await useErr.waitFor({ state: 'visible' });
-  assert.equal(await useErr.textContent(), '注意力 覆盖 T=4 个 token，但 KV 张量 的 T=3：它们必须来自同一个提示');
+  assert.equal(await useErr.textContent(), '注意力覆盖 T=4 个 token，但 KV 张量的 T=3：它们必须来自同一个提示');
   assert.match(await useErr.getAttribute('data-value'), /^attention covers T=4 tokens but the KV tensor has T=3/);
 
   // A safetensors file with a float tensor and an integer one: the float one loads, the other
