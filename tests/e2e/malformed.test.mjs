@@ -125,9 +125,10 @@ test('a good file and a bad one in one pick: the good one loads, the bad one is 
   await page.close();
 });
 
-test('in 中文 every refused file and skipped tensor is worded in Chinese, the module\'s English kept, and a switch words it again', async () => {
+test('in 中文 every refused file and skipped tensor is worded in Chinese, the module\'s English kept, and a switch words it again', async (t) => {
   // (its own browser: the language is remembered, and the other tests read English)
   const own = await launch();
+  t.after(() => own.close()); // (also when it fails: an open browser keeps the process alive)
   const { page, problems } = await open(own.context, urlWith({ ...START, lang: 'zh' }));
   await page.locator('details.upload summary').click();
   const err = fileError(page);
@@ -212,7 +213,6 @@ test('in 中文 every refused file and skipped tensor is worded in Chinese, the 
   await page.waitForFunction(() => document.documentElement.lang === 'en');
   assert.equal(await skipped.textContent(), await skipped.getAttribute('data-value'));
   assert.deepEqual(problems, []);
-  await own.close();
 });
 
 test('markup in a file name and in its cells is shown as text, never run or fetched', async () => {

@@ -288,9 +288,10 @@ test('an export made while the comparison waits for the catch-up holds the compa
   await fresh.page.close();
 });
 
-test('a link setting the data refuses is replaced by its own default alone, worded in the page\'s language', async () => {
+test('a link setting the data refuses is replaced by its own default alone, worded in the page\'s language', async (t) => {
   // (its own browser: the language stays out of the other tests)
   const own = await launch();
+  t.after(() => own.close()); // (also when it fails: an open browser keeps the process alive)
   // A group size longer than the data's tokens per channel and a channel it does not have (the
   // default data: T = 512, d = 64): only those two fall back; bits=3 stays.
   const { page, problems } = await open(own.context, urlWith('lang=zh&bits=3&channel=500&group=1000'));
@@ -316,12 +317,12 @@ test('a link setting the data refuses is replaced by its own default alone, word
   assert.equal(await warn.textContent(), `Some link parameters were repaired: ${english}`);
   assert.deepEqual(problems, []);
   await page.close();
-  await own.close();
 });
 
-test('repaired link values and refused typed values are worded in the page\'s language', async () => {
+test('repaired link values and refused typed values are worded in the page\'s language', async (t) => {
   // (its own browser: the language stays out of the other tests)
   const own = await launch();
+  t.after(() => own.close()); // (also when it fails: an open browser keeps the process alive)
   const { page, problems } = await open(own.context, urlWith('lang=zh&bits=99&scheme=odd'));
   const warn = page.locator('#url-warnings');
   await warn.waitFor({ state: 'visible' });
@@ -366,5 +367,4 @@ test('repaired link values and refused typed values are worded in the page\'s la
   assert.equal(await warn.textContent(), `Some link parameters were repaired: ${await warn.getAttribute('data-value')}`);
   assert.deepEqual(problems, []);
   await page.close();
-  await own.close();
 });

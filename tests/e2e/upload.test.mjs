@@ -249,9 +249,10 @@ test('Stop while a saved upload is restored on load: generated data, the upload 
   await next.close();
 });
 
-test('an upload is described in the page\'s language: file list, data description and warnings', async () => {
+test('an upload is described in the page\'s language: file list, data description and warnings', async (t) => {
   // (its own browser: the language switch and the saved upload stay out of the other tests)
   const own = await launch();
+  t.after(() => own.close()); // (also when it fails: an open browser keeps the process alive)
   const { page, problems } = await open(own.context, urlWith({ budget: 20, lang: 'en' }));
   // Two heads; head 1's rows sum to 1.3, which the warning names (as the f32 1.3000001).
   const heads = [...attention(), ...attention().map((v) => v * 1.3)];
@@ -315,5 +316,4 @@ test('an upload is described in the page\'s language: file list, data descriptio
   assert.deepEqual(await read(), en, 'back in English: the same lines');
   assert.deepEqual(problems, []);
   await page.close();
-  await own.close();
 });
