@@ -2189,11 +2189,9 @@ pub struct FileSummary {
     pub about: crate::io::FileAbout,
     /// Loaded tensors.
     pub tensors: Vec<TensorSummary>,
-    /// Tensors not loaded, with the reason (in English: `name: reason`).
-    pub skipped: Vec<String>,
-    /// The same tensors with their errors, for a page that words them in its language.
-    #[serde(skip)]
-    pub skipped_tensors: Vec<crate::io::SkippedTensor>,
+    /// Tensors not loaded, with the reason (in English, and as fields for a page that words
+    /// it in its language).
+    pub skipped: Vec<crate::io::SkippedTensor>,
 }
 
 /// One loaded tensor.

@@ -226,12 +226,7 @@ impl Uploads {
                     dtype: t.dtype.clone(),
                 })
                 .collect(),
-            skipped: loaded
-                .skipped
-                .iter()
-                .map(|t| format!("{}: {}", t.name, t.reason))
-                .collect(),
-            skipped_tensors: std::mem::take(&mut loaded.skipped),
+            skipped: std::mem::take(&mut loaded.skipped),
         };
         self.files.retain(|f| f.file_name != loaded.file_name);
         self.files.push(loaded);

@@ -184,7 +184,7 @@ pub struct NamedTensor {
 }
 
 /// A tensor that is listed in a file but was not loaded, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SkippedTensor {
     /// The tensor's name.
     pub name: String,

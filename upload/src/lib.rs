@@ -58,10 +58,6 @@ mod web {
         o.into()
     }
 
-    fn strings<'a>(items: impl Iterator<Item = &'a str>) -> JsValue {
-        items.map(JsValue::from).collect::<Array>().into()
-    }
-
     fn num(n: usize) -> JsValue {
         JsValue::from(n as f64)
     }
@@ -185,7 +181,7 @@ mod web {
         // Each skipped tensor's error as fields, for the page's language (`skipped` says the
         // same in English).
         let skipped_why: Array = s
-            .skipped_tensors
+            .skipped
             .iter()
             .map(|t| {
                 object(&[
@@ -208,7 +204,14 @@ mod web {
             ("summary", s.summary.as_str().into()),
             ("about", file_about(&s.about)),
             ("tensors", tensors.into()),
-            ("skipped", strings(s.skipped.iter().map(String::as_str))),
+            (
+                "skipped",
+                s.skipped
+                    .iter()
+                    .map(|t| JsValue::from(format!("{}: {}", t.name, t.reason)))
+                    .collect::<Array>()
+                    .into(),
+            ),
             ("skippedWhy", skipped_why.into()),
         ])
     }
