@@ -77,7 +77,10 @@ export async function open(context, url, { waitReady = true, init = null } = {})
   page.on('response', (res) => {
     if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${res.url()}`);
   });
-  await page.goto(url);
+  // (the document, not the load event: `waitReady` waits for the page to be ready next; two CI
+  // runs of 9 timed out once each in a freshly launched browser's first page.goto waiting for
+  // `load`, cause unknown)
+  await page.goto(url, { waitUntil: 'domcontentloaded' });
   if (waitReady) {
     await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
     await settle(page);
