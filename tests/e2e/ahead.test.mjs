@@ -5,7 +5,7 @@
 
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, urlWith, settle } from './helpers.mjs';
+import { navigate, launch, urlWith, settle } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -31,9 +31,8 @@ async function openHeld(context, url, viewport = null) {
   const problems = [];
   page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
   page.on('pageerror', (e) => problems.push(e.message));
-  // (the document, not the load event: what these tests wait for next is the first paint, and
-  // with the module held back nothing else is owed; a CI run once timed out waiting for `load`)
-  await page.goto(url, { waitUntil: 'domcontentloaded' });
+  // (the document, not the load event: what these tests wait for next is the first paint)
+  await navigate(page, url);
   return {
     page,
     problems,

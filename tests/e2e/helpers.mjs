@@ -54,6 +54,22 @@ export function urlWith(query = '') {
   return url.href;
 }
 
+/**
+ * `page.goto(url)` until the document is there. A navigation that gets no document in 20 s is
+ * tried once more, said on stderr: in 3 CI runs of 10 on 2026-11-30, a freshly launched
+ * browser's first navigation got no document in 30 s (cause unknown: the server or the browser
+ * stalled; see the closing note of that day). What the tests check starts after it.
+ */
+export async function navigate(page, url) {
+  try {
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 20_000 });
+  } catch (e) {
+    if (e?.name !== 'TimeoutError') throw e;
+    console.error(`navigate: no document from ${url} in 20 s; trying once more`);
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 30_000 });
+  }
+}
+
 /** Opens a tab recording console errors, page errors, failed and foreign requests. */
 export async function open(context, url, { waitReady = true, init = null } = {}) {
   const page = await context.newPage();
@@ -77,10 +93,7 @@ export async function open(context, url, { waitReady = true, init = null } = {})
   page.on('response', (res) => {
     if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${res.url()}`);
   });
-  // (the document, not the load event: `waitReady` waits for the page to be ready next; two CI
-  // runs of 9 timed out once each in a freshly launched browser's first page.goto waiting for
-  // `load`, cause unknown)
-  await page.goto(url, { waitUntil: 'domcontentloaded' });
+  await navigate(page, url);
   if (waitReady) {
     await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
     await settle(page);
