@@ -61,12 +61,26 @@ export function urlWith(query = '') {
  * stalled; see the closing note of that day). What the tests check starts after it.
  */
 export async function navigate(page, url) {
+  // Requests still open when the time runs out, with their age (said with the retry).
+  const open = new Map();
+  const start = (req) => open.set(req, Date.now());
+  const end = (req) => open.delete(req);
+  page.on('request', start);
+  page.on('requestfinished', end);
+  page.on('requestfailed', end);
   try {
     await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 20_000 });
   } catch (e) {
     if (e?.name !== 'TimeoutError') throw e;
-    console.error(`navigate: no document from ${url} in 20 s; trying once more`);
+    const now = Date.now();
+    const pending = [...open].map(([req, t]) => `${req.url()} (open ${now - t} ms)`);
+    console.error(`navigate: no document from ${url} in 20 s; requests open: `
+      + `${pending.join(', ') || 'none'}; trying once more`);
     await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 30_000 });
+  } finally {
+    page.off('request', start);
+    page.off('requestfinished', end);
+    page.off('requestfailed', end);
   }
 }
 

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use tiny_http::{Header, Method, Response, Server, StatusCode};
 
@@ -108,6 +109,9 @@ pub fn mime_type(path: &Path) -> &'static str {
     }
 }
 
+/// An answer slower than this is said on stderr, also when quiet.
+const SLOW_ANSWER: Duration = Duration::from_secs(2);
+
 /// A running server: its address and worker threads.
 pub struct Running {
     /// The address it listens on (127.0.0.1 and the bound port).
@@ -156,8 +160,15 @@ pub fn start(root: &Path, prefix: &str, port: u16, quiet: bool) -> io::Result<Ru
             thread::spawn(move || {
                 // `incoming_requests` ends when `unblock` is called.
                 for request in server.incoming_requests() {
+                    let (url, began) = (request.url().to_string(), Instant::now());
                     if let Err(e) = answer(&root, &prefix, request, quiet) {
-                        eprintln!("serve: error answering a request: {e}");
+                        eprintln!("serve: error answering {url}: {e}");
+                    }
+                    // Always said: a worker held this long by one client is one of the four
+                    // the others wait for (a lead for a stalled browser test).
+                    let took = began.elapsed();
+                    if took > SLOW_ANSWER {
+                        eprintln!("serve: {url} took {} ms to answer", took.as_millis());
                     }
                 }
             })
