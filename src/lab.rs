@@ -25,7 +25,9 @@ use crate::quant::{
 use crate::select::{
     heavy_plus_recent, observation_scores, streaming_llm, Pooling, Role, SelectError, Selection,
 };
-use crate::state::{model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Settings};
+use crate::state::{
+    model_slug, IndexChoice, KvPick, Method, PoolKind, Scope, Settings, StateWarning,
+};
 use crate::synth::{self, AttentionSpec, KvSpec, SynthError};
 use crate::upload::{Chosen, Uploads};
 use crate::Matrix;
@@ -2131,11 +2133,18 @@ impl Lab {
 }
 
 fn check(s: &Settings) -> Result<(), LabError> {
-    s.validate().map_err(|w| LabError::Setting {
-        field: w.key,
-        message: w.message,
-        repair: w.repair,
-    })
+    s.validate().map_err(LabError::from)
+}
+
+impl From<StateWarning> for LabError {
+    /// A setting refused by [`Settings::checked`] or [`Settings::validate`].
+    fn from(w: StateWarning) -> Self {
+        LabError::Setting {
+            field: w.key,
+            message: w.message,
+            repair: w.repair,
+        }
+    }
 }
 
 fn data_figures(d: &Data) -> DataFigures {

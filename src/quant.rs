@@ -59,6 +59,17 @@ pub enum Granularity {
     PerTensor,
 }
 
+impl Granularity {
+    /// Its serde form: `per-channel`, `per-token` or `per-tensor`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Granularity::PerChannel => "per-channel",
+            Granularity::PerToken => "per-token",
+            Granularity::PerTensor => "per-tensor",
+        }
+    }
+}
+
 /// What to quantize with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QuantConfig {

@@ -560,6 +560,20 @@ const EMBEDS: [(&str, Embed); 3] = [
     ("budget", Embed::Budget),
 ];
 
+/// The URL token of `raw` when `raw` is an option's long name (its serde name, which the
+/// page's settings objects hold: `symmetric` for `sym`, `per-channel` for `channel`), else
+/// `raw`. Links keep the short tokens; both read the same.
+fn long_name<'a, T: Copy>(
+    raw: &'a str,
+    options: &[(&'static str, T)],
+    long: impl Fn(T) -> &'static str,
+) -> &'a str {
+    options
+        .iter()
+        .find(|(_, v)| long(*v) == raw)
+        .map_or(raw, |(n, _)| *n)
+}
+
 fn name_of<T: PartialEq + Copy>(options: &[(&'static str, T)], v: T) -> &'static str {
     options
         .iter()
@@ -636,11 +650,13 @@ impl Settings {
                     }
                 }
                 "scheme" => {
+                    let raw = long_name(raw, &SCHEMES, |v| v.name());
                     if let Some(v) = p.choice("scheme", raw, &SCHEMES) {
                         s.scheme = v;
                     }
                 }
                 "granularity" => {
+                    let raw = long_name(raw, &GRANULARITIES, |v| v.name());
                     if let Some(v) = p.choice("granularity", raw, &GRANULARITIES) {
                         s.granularity = v;
                     }
@@ -862,9 +878,34 @@ impl Settings {
         }
     }
 
+    /// Settings sent whole as a query string (the page sends its settings object this way,
+    /// `engine.js`'s `asQuery`): the same parse as a link's, but a value a link would have
+    /// repaired is refused instead. The error names the key, the value and the valid range.
+    /// Keys left out keep their defaults.
+    ///
+    /// ```
+    /// use kvlab::state::Settings;
+    /// assert_eq!(Settings::checked("bits=3&scheme=asymmetric").unwrap().bits, 3);
+    /// let e = Settings::checked("seed=-5").unwrap_err();
+    /// assert_eq!(e.key, "seed");
+    /// assert_eq!(e.message, "seed -5 is out of range: must be an integer in 0..=9007199254740992");
+    /// let e = Settings::checked("tokens=64&steps=600").unwrap_err();
+    /// assert_eq!(e.message, "steps 600 is out of range: must be at most tokens (64)");
+    /// ```
+    pub fn checked(query: &str) -> Result<Settings, StateWarning> {
+        let p = Settings::from_query(query);
+        match p.warnings.into_iter().next() {
+            None => Ok(p.settings),
+            Some(mut w) => {
+                // A check reports; it does not repair: no "; X is used" tail.
+                w.message = w.repair.english(&w.key, false);
+                Err(w)
+            }
+        }
+    }
+
     /// Checks every field against its range (the same ranges [`Settings::from_query`]
-    /// enforces), for settings that arrive some other way than a URL (the page sends a whole
-    /// settings object). The error names the key, the value and the valid range.
+    /// enforces), for settings built in Rust. The error is [`Settings::checked`]'s.
     ///
     /// ```
     /// use kvlab::state::Settings;
@@ -875,47 +916,7 @@ impl Settings {
     /// assert_eq!(e.message, "context 0 is out of range: must be an integer in 1..=4194304");
     /// ```
     pub fn validate(&self) -> Result<(), StateWarning> {
-        match Settings::from_query(&self.to_query())
-            .warnings
-            .into_iter()
-            .next()
-        {
-            None => Ok(()),
-            Some(mut w) => {
-                // A check reports; it does not repair: no "; X is used" tail.
-                w.message = w.repair.english(&w.key, false);
-                Err(w)
-            }
-        }
-    }
-
-    /// The URL parser's own check of one value, `raw` for `key`, against that key's range
-    /// alone: the refusal (without the repair) when `raw` is not a number or an integer out of
-    /// range, else `None` (also for keys of other kinds and for ranges that depend on other
-    /// settings). The page names a value typed into a control this way when its settings object
-    /// cannot hold it (negative, not a number).
-    ///
-    /// ```
-    /// use kvlab::state::Settings;
-    /// let w = Settings::check_one("seed", "-5").unwrap();
-    /// assert_eq!(w.message, "seed -5 is out of range: must be an integer in 0..=9007199254740992");
-    /// assert!(Settings::check_one("seed", "5").is_none());
-    /// assert!(Settings::check_one("steps", "600").is_none()); // (at most T: another setting's range)
-    /// ```
-    pub fn check_one(key: &str, raw: &str) -> Option<StateWarning> {
-        let query = format!("{}={}", percent_encode(key), percent_encode(raw));
-        let mut w = Settings::from_query(&query)
-            .warnings
-            .into_iter()
-            .find(|w| {
-                w.key == key
-                    && matches!(
-                        *w.repair,
-                        Repair::OutOfRange { .. } | Repair::NotANumber { .. }
-                    )
-            })?;
-        w.message = w.repair.english(&w.key, false);
-        Some(w)
+        Settings::checked(&self.to_query()).map(|_| ())
     }
 
     /// The query string (without `?`) holding every value that differs from the default, in a
@@ -993,6 +994,52 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_option_names_read_as_their_tokens() {
+        // (the page's settings objects hold serde's names; links the short tokens)
+        for (q, scheme, granularity) in [
+            (
+                "scheme=asymmetric&granularity=per-token",
+                Scheme::Asymmetric,
+                Granularity::PerToken,
+            ),
+            (
+                "scheme=asym&granularity=token",
+                Scheme::Asymmetric,
+                Granularity::PerToken,
+            ),
+            (
+                "scheme=symmetric&granularity=per-tensor",
+                Scheme::Symmetric,
+                Granularity::PerTensor,
+            ),
+            (
+                "granularity=per-channel",
+                Scheme::Symmetric,
+                Granularity::PerChannel,
+            ),
+        ] {
+            let s = Settings::checked(q).unwrap_or_else(|w| panic!("{q}: {}", w.message));
+            assert_eq!((s.scheme, s.granularity), (scheme, granularity), "{q}");
+        }
+        // Each long name is its serde name, and links keep the short tokens.
+        for v in [Scheme::Symmetric, Scheme::Asymmetric] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.name());
+        }
+        for v in [
+            Granularity::PerChannel,
+            Granularity::PerToken,
+            Granularity::PerTensor,
+        ] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.name());
+        }
+        let s = Settings::checked("scheme=asymmetric&granularity=per-token").unwrap();
+        assert_eq!(s.to_query(), "scheme=asym&granularity=token");
+        // An unknown name is refused with the short tokens as the options.
+        let w = Settings::checked("scheme=asymetric").unwrap_err();
+        assert_eq!(w.message, "scheme 'asymetric' is not one of sym, asym");
+    }
 
     #[test]
     fn every_repair_kind_says_its_message_and_carries_its_fields() {

@@ -117,6 +117,21 @@ function plainError(e) {
 }
 
 /**
+ * A settings object as the query string the wasm module reads settings from (Rust's
+ * `Settings::checked`: a link's parser, refusing what a link would have repaired). Empty values
+ * are left out: `channel: null` (automatic) and `embed: null` are the defaults.
+ */
+export function asQuery(settings) {
+  if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
+    throw new Error(`settings must be an object of the page's settings, not ${JSON.stringify(settings)}`);
+  }
+  return Object.entries(settings)
+    .filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
+    .join('&');
+}
+
+/**
  * An engine on the loaded wasm module `wasm` (from `loadWasm`, build name `build`), posting its
  * messages with `post(message, transfer)`. `timeline` holds epoch times (`epochNow`) of the
  * engine's start-up (`started`, `wasmReady`); `init` returns them with its own. `compiledBy`:
@@ -199,7 +214,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       // (The comparison's own charts are never among them: they need the comparison.)
       const onFirst = new Set((spec?.first ?? []).filter((c) => !NEEDS_COMPARISON.has(c)));
       const staged = onFirst.size > 0 && onFirst.size < spec.charts.length;
-      const construct = (s) => (staged ? Page.staged(s, progress) : new Page(s, progress));
+      const construct = (s) => (staged ? Page.staged(asQuery(s), progress) : new Page(asQuery(s), progress));
       // A setting the engine refuses for this data (e.g. a link made for wider data asks for a
       // channel it does not have): that setting's default instead, and why (`refusal`: its
       // fields, for the page's language); every default when that does not help.
@@ -223,7 +238,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
             parsed.settings = { ...parsed.settings, [key]: defaults[key] };
           } else {
             parsed.settings = { ...defaults, lang };
-            page = new Page(parsed.settings, progress);
+            page = new Page(asQuery(parsed.settings), progress);
             break;
           }
         }
@@ -234,7 +249,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         warnings,
         presets: modelPresets(),
         figures: page.figures(),
-        query: toQuery(parsed.settings),
+        query: toQuery(asQuery(parsed.settings)),
         fingerprints: page.dataFingerprints(),
         build,
         compiledBy,
@@ -279,7 +294,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     },
     parseQuery: ({ query }) => parseQuery(query),
     defaults: () => parseQuery('').settings,
-    toQuery: ({ settings }) => toQuery(settings),
+    toQuery: ({ settings }) => toQuery(asQuery(settings)),
     /**
      * `{settings, draw, defer, deferLever}`: applies the settings and draws `draw.charts`. With
      * `defer` a comparison the change makes stale is left for `complete` (the figures say
@@ -287,8 +302,8 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * known yet (`together.fewerBits.pending`).
      */
     update: ({ id, settings, draw: spec, defer, deferLever }) => computeAndDraw(id, spec, (progress) => ({
-      figures: page.update(settings, progress, !!defer, !!deferLever),
-      query: toQuery(settings),
+      figures: page.update(asQuery(settings), progress, !!defer, !!deferLever),
+      query: toQuery(asQuery(settings)),
     })),
     /** `{draw}`: computes what a deferring update left out, then draws `draw.charts`. */
     complete: ({ id, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
@@ -312,15 +327,15 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         }
         // The uploaded data's shape plus the page's own keys (language, embed mode).
         const settings = { ...page.settings(), ...keep };
-        const figures = page.update(settings, progress, false, false);
+        const figures = page.update(asQuery(settings), progress, false, false);
         // (`about`: what the description and warnings say, as fields the page words)
-        return { result, about, settings, figures, query: toQuery(settings) };
+        return { result, about, settings, figures, query: toQuery(asQuery(settings)) };
       });
     },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
-      figures: page.useGenerated(settings, progress),
+      figures: page.useGenerated(asQuery(settings), progress),
       settings,
-      query: toQuery(settings),
+      query: toQuery(asQuery(settings)),
     })),
     fingerprints: () => page.dataFingerprints(),
     /** Bytes of wasm linear memory (init returns the running instance's exports). */

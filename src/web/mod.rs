@@ -42,32 +42,9 @@ fn chart_error(e: ChartError) -> JsValue {
     error("chart", &e.to_string())
 }
 
-fn settings_of(v: JsValue) -> Result<Settings, JsValue> {
-    serde_wasm_bindgen::from_value(v.clone()).map_err(|e| {
-        typed_refusal(&v)
-            .unwrap_or_else(|| error("settings", &format!("settings object rejected: {e}")))
-    })
-}
-
-/// Why a settings object cannot be read when a value typed into a control is the cause (a
-/// negative number, or text that is not a number, in a field that holds a count): the URL
-/// parser's own check of that value ([`Settings::check_one`]), as a setting out of range.
-fn typed_refusal(v: &JsValue) -> Option<JsValue> {
-    let entries = js_sys::Object::entries(v.dyn_ref::<js_sys::Object>()?);
-    entries.iter().find_map(|pair| {
-        let pair = js_sys::Array::from(&pair);
-        let key = pair.get(0).as_string()?;
-        let value = pair.get(1);
-        let raw = value
-            .as_string()
-            .or_else(|| value.as_f64().map(|n| n.to_string()))?;
-        let w = Settings::check_one(&key, &raw)?;
-        Some(lab_error(&LabError::Setting {
-            field: w.key,
-            message: w.message,
-            repair: w.repair,
-        }))
-    })
+/// The settings the page sends, as a query string (see [`Settings::checked`]).
+fn settings_of(query: &str) -> Result<Settings, JsValue> {
+    Settings::checked(query).map_err(|w| lab_error(&LabError::from(w)))
 }
 
 /// Parses a URL query into `{settings, warnings}` (never fails on bad values: they are clamped
@@ -77,9 +54,10 @@ pub fn parse_query(query: &str) -> Result<JsValue, JsValue> {
     to_js(&Settings::from_query(query))
 }
 
-/// The canonical query string of a settings object (only non-default values).
+/// The canonical query string of the settings sent as `settings` (a query string, see
+/// [`Settings::checked`]): only non-default values, short option names, fixed key order.
 #[wasm_bindgen(js_name = toQuery)]
-pub fn to_query(settings: JsValue) -> Result<String, JsValue> {
+pub fn to_query(settings: &str) -> Result<String, JsValue> {
     Ok(settings_of(settings)?.to_query())
 }
 
@@ -103,7 +81,7 @@ impl Page {
     /// each stage's key (`data`, `quantization`, `selection`, `budget`, `compare`, `kivi`)
     /// before it runs.
     #[wasm_bindgen(constructor)]
-    pub fn new(settings: JsValue, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
+    pub fn new(settings: &str, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
         Page::of_lab(Lab::new_with_progress(
             settings_of(settings)?,
             &mut reporter(progress),
@@ -121,7 +99,7 @@ impl Page {
     /// A page like the constructor's, with the policy comparison and KIVI left for
     /// [`Page::complete`] (see [`Lab::new_staged_with_progress`]): the page draws its first
     /// screen in between. Its figures carry `pending: true` until then.
-    pub fn staged(settings: JsValue, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
+    pub fn staged(settings: &str, progress: Option<js_sys::Function>) -> Result<Page, JsValue> {
         Page::of_lab(Lab::new_staged_with_progress(
             settings_of(settings)?,
             &mut reporter(progress),
@@ -145,7 +123,7 @@ impl Page {
     /// fewer when not known yet (`together.fewerBits.pending`). See [`Lab::update_deferring`].
     pub fn update(
         &mut self,
-        settings: JsValue,
+        settings: &str,
         progress: Option<js_sys::Function>,
         defer: bool,
         defer_lever: bool,
@@ -291,7 +269,7 @@ impl Page {
     #[wasm_bindgen(js_name = useGenerated)]
     pub fn use_generated(
         &mut self,
-        settings: JsValue,
+        settings: &str,
         progress: Option<js_sys::Function>,
     ) -> Result<JsValue, JsValue> {
         let s = settings_of(settings)?;

@@ -394,6 +394,10 @@ test('deliberately invalid calls into the engine are refused with messages; the 
     assert.ok(message.length > 10 && !/unreachable|RuntimeError/.test(message), `${op}: a message, not a crash: ${message}`);
   }
   assert.match(replies[0][1], /bits.*99/i, 'the message names the value');
+  assert.match(replies[1][1], /^tokens -5 is out of range: must be an integer in 1\.\.=/);
+  assert.match(replies[2][1], /^budget 'NaN' is not a number/);
+  assert.match(replies[3][1], /^settings must be an object of the page's settings, not "not an object"/);
+  assert.match(replies[4][1], /^method 'nonsense' is not one of h2o, snapkv, streaming/);
   assert.deepEqual(replies[9], ['useUploaded', 'tensor choice rejected: head must be a whole number from 0, got -1']);
   await assertAlive(page, before);
   assert.deepEqual(problems, []);
