@@ -502,8 +502,9 @@ pub fn generate(s: &Settings) -> Result<Data, LabError> {
         tokens: key.tokens,
         channels: key.channels,
         seed: key.seed,
-        outlier_channels: key.outliers.min(key.channels),
-        skewed_channels: key.skewed.min(key.channels),
+        // (at most d: the settings' checks say so)
+        outlier_channels: key.outliers,
+        skewed_channels: key.skewed,
         ..KvSpec::default()
     };
     let keys = synth::keys(&kv)?;
@@ -2019,7 +2020,11 @@ impl Lab {
         s.tokens = data.attention.cols();
         s.steps = data.attention.rows();
         s.channels = data.keys.cols();
+        // (what the data's shape bounds follows it: the page sends these settings back)
         s.budget = s.budget.min(s.tokens);
+        s.recent = s.recent.min(s.tokens);
+        s.outliers = s.outliers.min(s.channels);
+        s.skewed = s.skewed.min(s.channels);
         s.window = s.window.min(s.steps);
         s.future = s.future.min(s.steps - 1);
         s.channel = s.channel.filter(|&c| c < s.channels);
@@ -2157,8 +2162,8 @@ fn data_figures(d: &Data) -> DataFigures {
         generator: d.generated.as_ref().map(|k| GeneratorFigures {
             pattern: k.pattern.name(),
             seed: k.seed,
-            outlier_channels: k.outliers.min(k.channels),
-            skewed_channels: k.skewed.min(k.channels),
+            outlier_channels: k.outliers,
+            skewed_channels: k.skewed,
         }),
     }
 }
@@ -2296,7 +2301,18 @@ mod tests {
         let mut s = small();
         s.pattern = crate::synth::AttentionPreset::Needle;
         s.seed = 9_007_199_254_740_992; // 2^53, the largest seed
-        s.outliers = s.channels + 3; // more than d: the generator uses d
+        s.outliers = s.channels + 3; // more than d: refused, naming d
+        let e = Lab::new(s.clone()).expect_err("outliers above d");
+        assert_eq!(e.field(), "outliers");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "outliers {} is out of range: must be at most channels ({})",
+                s.channels + 3,
+                s.channels
+            )
+        );
+        s.outliers = s.channels; // every channel an outlier
         s.skewed = 2;
         let lab = Lab::new(s.clone()).expect("lab");
         let d = &lab.figures().data;
@@ -2366,6 +2382,36 @@ mod tests {
         assert_eq!(page.settings(), native.settings());
         assert_eq!(page.figures(), native.figures());
         assert_eq!(page.data().keys, native.data().keys);
+    }
+
+    #[test]
+    fn settings_after_an_upload_are_in_range_for_the_uploaded_shape() {
+        // The page sends `page.settings()` straight back as its next update: every setting
+        // bounded by the data's shape must follow the uploaded shape (T = 20, S = 6, d = 4),
+        // or that update is refused.
+        let attn = "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20\n".repeat(6);
+        let keys = "1,2,3,4\n".repeat(20);
+        let mut s = small();
+        s.recent = 40;
+        s.budget = 50;
+        s.window = 12;
+        s.outliers = 8;
+        s.skewed = 6;
+        let mut lab = Lab::new(s).expect("lab");
+        lab.load_file("a.csv", attn.as_bytes()).expect("a");
+        lab.load_file("k.csv", keys.as_bytes()).expect("k");
+        let choice = UploadChoice {
+            attention: "a.csv".into(),
+            keys: "k.csv".into(),
+            ..UploadChoice::default()
+        };
+        lab.use_uploaded(&choice).expect("use_uploaded");
+        let after = lab.settings().clone();
+        assert_eq!((after.tokens, after.steps, after.channels), (20, 6, 4));
+        assert_eq!(after.validate(), Ok(()));
+        assert_eq!((after.budget, after.recent, after.window), (20, 20, 6));
+        assert_eq!((after.outliers, after.skewed), (4, 4));
+        lab.update(&after).expect("the page's next update");
     }
 
     /// The comparison deferred, as the page does while its section is off screen.

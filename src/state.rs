@@ -94,9 +94,9 @@ pub struct Settings {
     pub steps: usize,
     /// Channels `d`, `1..=1024`.
     pub channels: usize,
-    /// Outlier channels of the generated keys, `0..=d`.
+    /// Outlier channels of the generated keys, `0..=1024` and at most `d`.
     pub outliers: usize,
-    /// All-positive (skewed) channels of the generated KV, `0..=d`.
+    /// All-positive (skewed) channels of the generated KV, `0..=1024` and at most `d`.
     pub skewed: usize,
     /// Bit width `b`, `1..=16` (symmetric needs 2 or more).
     pub bits: u8,
@@ -854,11 +854,14 @@ impl Settings {
             );
             s.future = limit;
         }
-        // Cross-field ranges of generated data: B and r at most T, w at most S.
+        // Cross-field ranges of generated data: B and r at most T, w at most S, the outlier
+        // and skewed channels at most d.
         for (key, value, limit, what) in [
             ("budget", &mut s.budget, s.tokens, "tokens"),
             ("recent", &mut s.recent, s.tokens, "tokens"),
             ("window", &mut s.window, s.steps, "steps"),
+            ("outliers", &mut s.outliers, s.channels, "channels"),
+            ("skewed", &mut s.skewed, s.channels, "channels"),
         ] {
             if *value > limit {
                 p.warn(

@@ -84,6 +84,7 @@ proptest! {
         prop_assert!((1..=16).contains(&s.bits));
         prop_assert!(s.kernel % 2 == 1);
         prop_assert!(s.budget >= 1);
+        prop_assert!(s.outliers <= s.channels && s.skewed <= s.channels);
         let again = Settings::from_query(&s.to_query());
         prop_assert!(again.warnings.is_empty(), "{:?} from {}", again.warnings, s.to_query());
         prop_assert_eq!(&again.settings, s);

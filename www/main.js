@@ -65,7 +65,7 @@ const app = {
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
   shownErrors: new Map(), // error slot -> the engine error it shows (likewise)
-  clamped: null, // steps typed above T, to say once the view follows (with its control)
+  clamped: null, // a count typed above its bound (bound()), to say once the view follows
   inFlight: false, // an update request is with the engine
   requests: 0, // requests of any kind not yet answered
   progressTimer: 0,
@@ -937,13 +937,13 @@ async function flush() {
     const reply = await request('update', { settings, draw: spec, defer, deferLever: !app.leversVisible });
     measureTimings(reply.timings, start);
     clearErrors();
-    if (app.clamped && changed.has('steps')) {
+    if (app.clamped && changed.has(app.clamped.field)) {
       const { control, ...said } = app.clamped;
       showError(control, errorText(said), said);
     }
     app.good = settings;
     app.enginePending = leftForComplete(reply.figures);
-    if (changed.has('tokens') || changed.has('steps')) writeControls(app.good);
+    if ([...changed.keys()].some((k) => k in BOUNDED || BOUNDED_BY.has(k))) writeControls(app.good);
     render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);
     drawn(spec, later);
     if (reply.drawError) showError(null, reply.drawError.message);
@@ -984,6 +984,36 @@ async function flush() {
   }
 }
 
+/** Counts another setting bounds (the parser's cross-field checks): key -> the bounding key. */
+const BOUNDED = { steps: 'tokens', outliers: 'channels', skewed: 'channels' };
+const BOUNDED_BY = new Set(Object.values(BOUNDED));
+
+/**
+ * After a change of `key`: a bounded count above its bound is used at the bound. Typed so
+ * (steps above T, outlier channels above d), that is said next to its control once the view
+ * follows, as a link's repair is, until the count or its bound change again (the change event
+ * of the value written back keeps it); lowered under it by its bound, it follows silently.
+ */
+function bound(key, control) {
+  const s = app.settings;
+  const valid = (k) => (Number.isFinite(s[k]) ? s[k] : app.good[k]);
+  for (const [k, by] of Object.entries(BOUNDED)) {
+    if (key !== k && key !== by) continue;
+    const typed = valid(k);
+    const limit = valid(by);
+    if (key === k && typed > limit) {
+      const refusal = { kind: 'atMost', value: typed, what: by, limit };
+      app.clamped = { control, field: k, refusalOf: 'repair', repaired: true, refusal };
+    } else if (app.clamped?.field === k && (key === by || typed !== limit)) {
+      app.clamped = null;
+    }
+    if (typed > limit) {
+      s[k] = limit;
+      app.pending.set(k, control);
+    }
+  }
+}
+
 function schedule(control, commit) {
   const key = control.dataset.key;
   const value = settingFromControl(control);
@@ -997,26 +1027,17 @@ function schedule(control, commit) {
   app.settings[key] = value;
   app.pending.set(key, control);
   app.commit ||= commit;
+  if (key in BOUNDED || BOUNDED_BY.has(key)) bound(key, control);
   if (key === 'tokens' || key === 'steps') {
     // B and r cannot exceed T, nor w exceed S: follow the data as the sliders' ranges do.
     const s = app.settings;
     const T = Number.isFinite(s.tokens) ? s.tokens : app.good.tokens;
-    const typed = Number.isFinite(s.steps) ? s.steps : app.good.steps;
-    const S = Math.min(typed, T);
-    // Steps typed above T: said next to the control once the view follows (as a link's are),
-    // until steps or T change again (the change event of the value written back keeps it).
-    if (key === 'steps' && typed > T) {
-      const refusal = { kind: 'atMost', value: typed, what: 'tokens', limit: T };
-      app.clamped = { control, field: 'steps', refusalOf: 'repair', repaired: true, refusal };
-    } else if (key === 'tokens' || typed !== app.clamped?.refusal.limit) {
-      app.clamped = null;
-    }
+    const S = Number.isFinite(s.steps) ? s.steps : app.good.steps;
     s.budget = Math.min(s.budget, T);
     s.recent = Math.min(s.recent, T);
-    s.steps = S;
     s.window = Math.min(s.window, S);
     s.future = Math.min(s.future, Math.max(0, S - 1));
-    for (const k of ['budget', 'recent', 'window', 'steps', 'future']) app.pending.set(k, control);
+    for (const k of ['budget', 'recent', 'window', 'future']) app.pending.set(k, control);
   }
   if (key === 'bits') $('#bits-value').textContent = control.value;
   for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;

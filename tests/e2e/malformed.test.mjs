@@ -323,6 +323,24 @@ test('invalid values typed into controls are refused next to the control; the pa
   assert.equal(await stepsErr.isVisible(), false, 'a good value clears the message');
   assert.deepEqual(await snapshot(page), before, 'back to the view before');
 
+  // Outlier channels typed above d (START has d = 16): used at d, said the same way. Lowering d
+  // below them takes them along without a message (as T takes S along).
+  await setNumber(page, 'Outlier channels', 900);
+  const outliersErr = page.locator('#outliers').locator('xpath=..').locator('.error');
+  await outliersErr.waitFor({ state: 'visible' });
+  assert.equal(await outliersErr.textContent(), 'outliers 900 is out of range: must be at most channels (16); 16 is used');
+  assert.equal(await page.locator('#outliers').inputValue(), '16');
+  assert.match(await figureText(page, 'data-description'), /\(16 outlier channels/);
+  await setNumber(page, 'Channels d', 2);
+  assert.equal(await outliersErr.isVisible(), false, 'a change of d clears the message');
+  assert.equal(await page.locator('#outliers').inputValue(), '2');
+  assert.match(await figureText(page, 'data-description'), /d=2 \(2 outlier channels/);
+  assert.equal(await page.locator('.control .error:not([hidden])').count(), 0, 'd taking the outliers along says nothing');
+  await setNumber(page, 'Channels d', START.channels);
+  await setNumber(page, 'Outlier channels', 4);
+  assert.deepEqual(await snapshot(page), before, 'back to the view before');
+  assert.deepEqual(problems, []);
+
   // A custom model too large to count in bytes a number holds exactly (each dimension within its
   // range): refused with its message next to the model, not an internal conversion error.
   await page.locator('#model').selectOption('custom');
