@@ -182,6 +182,12 @@ function errorText(e) {
       if (HAN.test(said.at(0))) template = template.replace(new RegExp(`(${HAN.source}) \\{${k}\\}`), `$1{${k}}`);
       if (HAN.test(said.at(-1))) template = template.replace(new RegExp(`\\{${k}\\} (?=${HAN.source})`), `{${k}}`);
     }
+    // (a file none of whose tensors loads: each tensor's reason worded as a skipped one is)
+    if (fields.skipped) {
+      const reasons = fields.skipped.map((why) => describeSkipped('', { ...why, file: fields.file }));
+      if (reasons.includes('')) return e.message;
+      named.reasons = reasons.join('；') || t(app.lang, 'upload.skipped.none');
+    }
     return fill(template, { ...fields, ...named });
   }
   // (a message the page itself words)

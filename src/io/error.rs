@@ -391,12 +391,12 @@ pub enum LoadError {
     },
 
     /// A file with no tensor that can be loaded (all integer, empty, or rank > 4).
-    #[error("{file}: no loadable float tensor: {}", .reasons.join("; "))]
+    #[error("{file}: no loadable float tensor: {}", Reasons(.skipped))]
     NoLoadableTensor {
         /// File name.
         file: String,
-        /// Why each tensor was skipped.
-        reasons: Vec<String>,
+        /// Each tensor listed, and why it was skipped (none: the header lists no tensors).
+        skipped: Vec<super::SkippedTensor>,
     },
 
     /// A text file that is not UTF-8.
@@ -642,6 +642,24 @@ struct Joined<'a>(&'a [String], &'static str);
 impl std::fmt::Display for Joined<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0.join(self.1))
+    }
+}
+
+/// The reasons of skipped tensors, joined (or that there were none to skip).
+struct Reasons<'a>(&'a [super::SkippedTensor]);
+
+impl std::fmt::Display for Reasons<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("the header lists no tensors");
+        }
+        for (i, t) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            f.write_str(&t.reason)?;
+        }
+        Ok(())
     }
 }
 
@@ -946,9 +964,10 @@ impl LoadError {
                 f("available", &Joined(available, ", "));
                 "tensorNotFound"
             }
-            E::NoLoadableTensor { file, reasons } => {
+            // (each skipped tensor's own fields: `skipped`'s `why`)
+            E::NoLoadableTensor { file, skipped } => {
                 f("file", file);
-                f("reasons", &Joined(reasons, "; "));
+                f("reasons", &Reasons(skipped));
                 "noLoadableTensor"
             }
             E::NotUtf8 {
@@ -1304,7 +1323,14 @@ mod tests {
             },
             LoadError::NoLoadableTensor {
                 file: f(),
-                reasons: vec![s("'ids' is I64"), s("'e' is empty")],
+                skipped: vec![crate::io::SkippedTensor {
+                    name: s("ids"),
+                    dtype: s("I64"),
+                    shape: vec![4],
+                    reason: s("tensor 'ids' is I64"),
+                    why: ("unsupportedDtype", vec![("dtype", s("I64"))]),
+                    file_cap: false,
+                }],
             },
             LoadError::NotUtf8 {
                 file: f(),

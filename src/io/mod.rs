@@ -522,14 +522,9 @@ fn load_safetensors(
         }
     }
     if tensors.is_empty() {
-        let reasons = if skipped.is_empty() {
-            vec!["the header lists no tensors".to_string()]
-        } else {
-            skipped.iter().map(|s| s.reason.clone()).collect()
-        };
         return Err(LoadError::NoLoadableTensor {
             file: file_name.to_string(),
-            reasons,
+            skipped,
         });
     }
     let about = FileAbout::Safetensors {

@@ -209,9 +209,37 @@ test('in 中文 every refused file and skipped tensor is worded in Chinese, the 
     "ids：张量 'ids' 的数据类型为 I64，不是浮点数：可加载的类型为 F16、BF16、F32 和 F64");
   assert.equal(await skipped.getAttribute('data-value'),
     "ids: tensor 'ids' has dtype I64, which is not a float: loadable dtypes are F16, BF16, F32 and F64");
+
+  // A safetensors file none of whose tensors loads: refused, each tensor's reason in Chinese as
+  // a skipped one's is; a header listing no tensor says so.
+  const safetensors = (name, tensors, bytes) => {
+    const head = Buffer.from(JSON.stringify(tensors));
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(head.length));
+    return { name, mimeType: 'application/octet-stream', buffer: Buffer.concat([len, head, Buffer.alloc(bytes)]) };
+  };
+  const refusedAs = async (name) => {
+    await page.waitForFunction((f) => document.querySelector('#file').parentElement.querySelector('.error').dataset.value?.includes(f), name);
+    return [await err.textContent(), await err.getAttribute('data-value')];
+  };
+  await page.locator('#file').setInputFiles([safetensors('ints.safetensors', {
+    ids: { dtype: 'I64', shape: [2], data_offsets: [0, 16] },
+    pos: { dtype: 'I32', shape: [2], data_offsets: [16, 24] },
+  }, 24)]);
+  const [intsZh, intsEn] = await refusedAs('ints.safetensors');
+  const loadable = '不是浮点数：可加载的类型为 F16、BF16、F32 和 F64';
+  assert.equal(intsZh, `ints.safetensors：没有可加载的浮点张量：ids：张量 'ids' 的数据类型为 I64，${loadable}；`
+    + `pos：张量 'pos' 的数据类型为 I32，${loadable}`);
+  assert.match(intsEn, /^ints\.safetensors: no loadable float tensor: tensor 'ids' has dtype I64, .*; tensor 'pos' has dtype I32/);
+  await page.locator('#file').setInputFiles([safetensors('none.safetensors', {}, 0)]);
+  const [noneZh, noneEn] = await refusedAs('none.safetensors');
+  assert.equal(noneZh, 'none.safetensors：没有可加载的浮点张量：文件头没有列出任何张量');
+  assert.equal(noneEn, 'none.safetensors: no loadable float tensor: the header lists no tensors');
+
   await page.locator('#lang').click();
   await page.waitForFunction(() => document.documentElement.lang === 'en');
   assert.equal(await skipped.textContent(), await skipped.getAttribute('data-value'));
+  assert.equal(await err.textContent(), noneEn);
   assert.deepEqual(problems, []);
 });
 

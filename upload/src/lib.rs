@@ -15,7 +15,7 @@
 #[cfg(target_arch = "wasm32")]
 mod web {
     use js_sys::{Array, Float32Array, Object, Reflect};
-    use kvlab::io::{FieldSink, FileAbout, KvAbout, LoadWarning};
+    use kvlab::io::{FieldSink, FileAbout, KvAbout, LoadError, LoadWarning, SkippedTensor};
     use kvlab::js::error;
     use kvlab::lab::{FileSummary, UploadChoice};
     use kvlab::upload::{Chosen as Picked, UploadError, UploadFigures};
@@ -29,10 +29,16 @@ mod web {
 
     /// Every refusal concerns the file control. Its fields ([`UploadError::visit`]) go with
     /// it as `refusal` (`{kind, file, ...}`, every value text) with `refusalOf: "load"`, so
-    /// the page can word it in its language.
+    /// the page can word it in its language. A file with no loadable tensor adds each tensor's
+    /// own refusal (`skipped`, as [`skipped_why`] gives them).
     fn refused(e: &UploadError) -> JsValue {
         let out = error("file", &e.to_string());
         let fields = refusal_fields(|f| e.visit(f));
+        if let UploadError::Load(load) = e {
+            if let LoadError::NoLoadableTensor { skipped, .. } = &**load {
+                let _ = Reflect::set(&fields, &"skipped".into(), &skipped_why(skipped));
+            }
+        }
         // (properties on a fresh Error object: cannot fail)
         let _ = Reflect::set(&out, &"refusal".into(), &fields);
         let _ = Reflect::set(&out, &"refusalOf".into(), &"load".into());
@@ -162,26 +168,10 @@ mod web {
         ])
     }
 
-    /// `{file, summary, about, tensors: [{name, shape, dtype}], skipped, skippedWhy: [{name,
-    /// fileCap, refusal}]}`, built by hand: a serde
-    /// converter would be the largest part of this module after the readers.
-    fn summary_object(s: &FileSummary) -> JsValue {
-        let tensors: Array = s
-            .tensors
-            .iter()
-            .map(|t| {
-                let shape: Array = t.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
-                object(&[
-                    ("name", t.name.as_str().into()),
-                    ("shape", shape.into()),
-                    ("dtype", t.dtype.as_str().into()),
-                ])
-            })
-            .collect();
-        // Each skipped tensor's error as fields, for the page's language (`skipped` says the
-        // same in English).
-        let skipped_why: Array = s
-            .skipped
+    /// Each skipped tensor's error as fields, for the page's language: `[{name, fileCap,
+    /// refusal}]`.
+    fn skipped_why(skipped: &[SkippedTensor]) -> JsValue {
+        skipped
             .iter()
             .map(|t| {
                 object(&[
@@ -198,6 +188,25 @@ mod web {
                     ),
                 ])
             })
+            .collect::<Array>()
+            .into()
+    }
+
+    /// `{file, summary, about, tensors: [{name, shape, dtype}], skipped, skippedWhy: [{name,
+    /// fileCap, refusal}]}`, built by hand: a serde
+    /// converter would be the largest part of this module after the readers.
+    fn summary_object(s: &FileSummary) -> JsValue {
+        let tensors: Array = s
+            .tensors
+            .iter()
+            .map(|t| {
+                let shape: Array = t.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
+                object(&[
+                    ("name", t.name.as_str().into()),
+                    ("shape", shape.into()),
+                    ("dtype", t.dtype.as_str().into()),
+                ])
+            })
             .collect();
         object(&[
             ("file", s.file.as_str().into()),
@@ -212,7 +221,8 @@ mod web {
                     .collect::<Array>()
                     .into(),
             ),
-            ("skippedWhy", skipped_why.into()),
+            // (`skipped` says the same in English)
+            ("skippedWhy", skipped_why(&s.skipped)),
         ])
     }
 
