@@ -5,7 +5,7 @@
 
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { navigate, launch, urlWith, settle } from './helpers.mjs';
+import { navigate, launch, open, urlWith, settle } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -74,6 +74,9 @@ for (const [lang, locale, title] of [['en', 'en-US', 'M_KV,final on this data'],
       const early = await marks(page);
       assert.ok(early.includes('kvlab:load:ahead'), `drawn ahead: ${early}`);
       assert.ok(!early.includes('kvlab:load:engine-started'), `before the engine started: ${early}`);
+      // (the engine's start waits for that paint: its compile took CPU from it)
+      assert.ok(early.indexOf('kvlab:load:connect') > early.indexOf('kvlab:load:first-painted'),
+        `the engine starts after the first paint: ${early}`);
       assert.equal(await page.locator('body').getAttribute('data-state'), 'loading');
       const before = await shown(page);
       assert.ok(before.figures.filter((f) => !f.endsWith('=|')).length > 40, 'figures are written');
@@ -100,6 +103,18 @@ for (const [lang, locale, title] of [['en', 'en-US', 'M_KV,final on this data'],
     }
   });
 }
+
+test('a tab opened in the background, which paints no frame until shown, starts its engine at once', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''), {
+    init: () => Object.defineProperty(Document.prototype, 'hidden', { get: () => true, configurable: true }),
+  });
+  const order = await marks(page);
+  assert.ok(order.includes('kvlab:load:ahead'), `drawn ahead: ${order}`);
+  assert.ok(order.indexOf('kvlab:load:connect') < order.indexOf('kvlab:load:first-painted'),
+    `connected before any frame: ${order}`);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
 
 test('a link with settings, or a narrow screen, shows no charts drawn ahead', async () => {
   const { context } = browser;
