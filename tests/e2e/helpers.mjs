@@ -56,9 +56,11 @@ export function urlWith(query = '') {
 
 /**
  * `page.goto(url)` until the document is there. A navigation that gets no document in 20 s is
- * tried once more, said on stderr: in 3 CI runs of 10 on 2026-11-30, a freshly launched
- * browser's first navigation got no document in 30 s (cause unknown: the server or the browser
- * stalled; see the closing note of that day). What the tests check starts after it.
+ * tried once more, said on stderr with the requests still open. In 3 CI runs of 10 on
+ * 2026-11-30 a freshly launched browser's first navigation got no document in 30 s: the test
+ * server then (tiny_http) could leave a new connection unanswered behind connections another
+ * browser kept open. The server now gives each connection its own thread; the retry stays as a
+ * guard that says when it was needed. What the tests check starts after it.
  */
 export async function navigate(page, url) {
   // Requests still open when the time runs out, with their age (said with the retry).
