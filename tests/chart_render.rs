@@ -963,6 +963,43 @@ fn policy_strips_draw_one_rectangle_per_run_of_equal_states() {
     assert!(texts(&els).contains(&"H2O") && texts(&els).contains(&"recent"));
 }
 
+#[test]
+fn policy_strips_make_room_for_their_longest_row_label() {
+    use TokenState::*;
+    let style = ChartStyle::light();
+    let states = vec![Dropped; 64];
+    let plot_left = |rows: &[(&str, &[TokenState])]| {
+        let view = PolicyStripsView {
+            title: "",
+            x_label: "token i",
+            rows,
+            legend: LABELS,
+        };
+        render("policy_strips_labels", (600, 160), |root| {
+            let font =
+                TextStyle::from((style.font_family.as_str(), style.font_size * 0.8).into_font());
+            let widest = rows
+                .iter()
+                .map(|(label, _)| root.estimate_text_size(label, &font).unwrap().0)
+                .max()
+                .unwrap();
+            (policy_strips(root, &view, &style).unwrap().x, widest)
+        })
+        .1
+    };
+    // Short labels: the shared left area (56 px), so the plot lines up with the other charts.
+    let (short_left, short_w) = plot_left(&[("H2O", &states), ("TOVA", &states)]);
+    assert!(short_w + 8 <= 56, "{short_w}");
+    assert_eq!(short_left, 56);
+    // A long one: the area grows to hold it, with its gap, so no label is cut at the edge.
+    let (long_left, long_w) = plot_left(&[("H2O", &states), ("StreamingLLM (sinks)", &states)]);
+    assert!(long_w > 56, "{long_w}");
+    assert!(
+        long_left >= long_w as i32 + 4 && long_left <= long_w as i32 + 10,
+        "{long_left} for {long_w}"
+    );
+}
+
 // ---------------------------------------------------------------- mass_retained
 
 #[test]

@@ -139,6 +139,9 @@ pub struct PolicyStripsView<'a> {
     pub legend: StateLabels<'a>,
 }
 
+/// CSS pixels between a strip's row label and the plot.
+const LABEL_GAP: u32 = 4;
+
 /// Draw one strip per policy; each pixel column shows its bucket's most important state.
 pub fn policy_strips<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -154,6 +157,20 @@ pub fn policy_strips<DB: DrawingBackend>(
             other_len: n,
         });
     }
+    // The row labels sit in the left label area: at least as wide as the longest of them
+    // ("StreamingLLM", "H2O mean" overflowed the shared 56 px).
+    let mut widest = 0;
+    for (label, _) in view.rows {
+        let (w, _) = root
+            .estimate_text_size(label, &style.text(0.8, style.foreground))
+            .map_err(draw_err)?;
+        widest = widest.max(w.min(10_000));
+    }
+    let need = (f64::from(widest) / style.k()).ceil() as u32 + LABEL_GAP + 4;
+    let style = &ChartStyle {
+        y_label_area: style.y_label_area.max(need),
+        ..style.clone()
+    };
     let legend = view.legend.legend(style);
     let body = begin(root, style, view.title, &legend)?;
     let m = view.rows.len().max(1);
@@ -200,7 +217,10 @@ pub fn policy_strips<DB: DrawingBackend>(
         // Row labels sit in the left label area, right-aligned against the plot.
         root.draw(&Text::new(
             label.to_string(),
-            (plot.rect.x - style.px(4.0), plot.rect.y + (y0 + y1) / 2),
+            (
+                plot.rect.x - style.px(f64::from(LABEL_GAP)),
+                plot.rect.y + (y0 + y1) / 2,
+            ),
             label_style.clone(),
         ))
         .map_err(draw_err)?;
