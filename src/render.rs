@@ -35,6 +35,91 @@ impl Labels {
             dropped: self.get("state.dropped"),
         }
     }
+
+    /// What `chartLabels(lang)` in `i18n.js` gives: every English key starting with `chart.`,
+    /// `state.`, `budget.` or `policy.`, in `lang` (falling back to English), and `budget.index` as
+    /// `budget.index.term`.
+    pub fn for_charts(texts: &HashMap<String, HashMap<String, String>>, lang: &str) -> Labels {
+        let empty = HashMap::new();
+        let en = texts.get("en").unwrap_or(&empty);
+        let own = texts.get(lang).unwrap_or(&empty);
+        let t = |key: &str| {
+            own.get(key)
+                .or_else(|| en.get(key))
+                .cloned()
+                .unwrap_or_else(|| key.to_string())
+        };
+        let mut out: HashMap<String, String> = en
+            .keys()
+            .filter(|k| {
+                ["chart.", "state.", "budget.", "policy."]
+                    .iter()
+                    .any(|p| k.starts_with(p))
+            })
+            .map(|k| (k.clone(), t(k)))
+            .collect();
+        out.insert("budget.index".into(), t("budget.index.term"));
+        Labels(out)
+    }
+}
+
+/// The page's texts, from the source of `www/i18n.js` (its `TEXT`): language -> key -> text.
+/// Every line of a language's block is a `'key': 'text',` pair (either quote), a comment or
+/// blank; anything else is refused with its line number, so a change of the file's form fails
+/// the build (which draws the default view's charts with them) rather than dropping texts.
+pub fn page_texts(source: &str) -> Result<HashMap<String, HashMap<String, String>>, String> {
+    let mut out: HashMap<String, HashMap<String, String>> = HashMap::new();
+    let mut lang: Option<String> = None;
+    let mut in_text = false;
+    for (n, line) in source.lines().enumerate() {
+        let t = line.trim();
+        if !in_text {
+            in_text = t == "export const TEXT = {";
+            continue;
+        }
+        match &lang {
+            None if t == "};" => return Ok(out),
+            None => match t.strip_suffix(": {") {
+                Some(name) if name.chars().all(|c| c.is_ascii_lowercase()) => {
+                    lang = Some(name.to_string());
+                }
+                _ if t.is_empty() || t.starts_with("//") => {}
+                _ => {
+                    return Err(format!(
+                        "line {}: expected a language block, found `{t}`",
+                        n + 1
+                    ))
+                }
+            },
+            Some(_) if t == "}," => lang = None,
+            Some(l) => {
+                if t.is_empty() || t.starts_with("//") {
+                    continue;
+                }
+                let (key, text) = pair(t).ok_or_else(|| {
+                    format!("line {}: expected 'key': 'text', found `{t}`", n + 1)
+                })?;
+                out.entry(l.clone()).or_default().insert(key, text);
+            }
+        }
+    }
+    Err("no complete `export const TEXT = { ... };` found".into())
+}
+
+/// `'key': 'text',` (either quote on each side, no escapes) as `(key, text)`.
+fn pair(line: &str) -> Option<(String, String)> {
+    let (key, rest) = quoted(line)?;
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let (text, rest) = quoted(rest)?;
+    (rest == ",").then_some((key, text))
+}
+
+/// A string literal at the start of `s` and what follows it; `None` with a backslash inside.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let end = s[1..].find(q)? + 1;
+    let text = &s[1..end];
+    (!text.contains('\\')).then(|| (text.to_string(), &s[end + 1..]))
 }
 
 /// RGBA pixels to put at `rect` (row-major, `rect.w x rect.h x 4` bytes).
@@ -44,6 +129,59 @@ pub struct Pixels {
     pub rect: PixelRect,
     /// The bytes.
     pub rgba: Vec<u8>,
+}
+
+/// Every chart of the page, by the name its canvas carries (`data-chart`).
+pub const CHARTS: [&str; 12] = [
+    "hist",
+    "groups",
+    "rows",
+    "errmap",
+    "attn",
+    "scores",
+    "strip",
+    "mass",
+    "tradeoff",
+    "strips",
+    "budget-data",
+    "budget-model",
+];
+
+/// Draws the page's chart `name` (one of [`CHARTS`]) of `lab` on `root`; returns the heatmap
+/// pixels still to be put on it (heatmaps are RGBA buffers, not plotters rectangles).
+pub fn draw_named<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    attn_cache: &mut AttentionCache,
+    name: &str,
+    labels: &Labels,
+    style: &ChartStyle,
+) -> Result<Option<Pixels>, ChartError> {
+    fn none<T>(r: Result<T, ChartError>) -> Result<Option<Pixels>, ChartError> {
+        r.map(|_| None)
+    }
+    match name {
+        _ if budget_chart(name).is_some() => none(budget_bar(
+            root,
+            lab,
+            labels,
+            style,
+            budget_chart(name) == Some(true),
+        )),
+        "hist" => none(quant_histogram(root, lab, labels, style)),
+        "groups" => none(group_errors(root, lab, labels, style)),
+        "rows" => none(row_errors(root, lab, labels, style)),
+        "scores" => none(score_bars(root, lab, labels, style)),
+        "strip" => none(token_strip(root, lab, labels, style)),
+        "mass" => none(mass_retained(root, lab, labels, style)),
+        "tradeoff" => none(tradeoff(root, lab, labels, style)),
+        "strips" => none(policy_strips(root, lab, labels, style)),
+        "errmap" => error_heatmap(root, lab, labels, style).map(Some),
+        "attn" => attention_heatmap(root, lab, labels, style, attn_cache).map(Some),
+        other => Err(ChartError::UnknownChart {
+            name: other.to_string(),
+        }),
+    }
 }
 
 /// Histogram of `values` in `bins` equal bins over `[min, max]` (a zero range is widened).
@@ -589,6 +727,53 @@ pub fn budget_bar<DB: DrawingBackend>(
 mod tests {
     use super::*;
     use crate::state::Settings;
+
+    const SOURCE: &str = "// texts\n\nexport const TEXT = {\n  en: {\n    'title': 'kvlab',\n    // a comment\n    'chart.budget.x': 'bytes',\n    'budget.index.term': \"index (it's)\",\n    'state.sink': 'sink',\n  },\n  zh: {\n    'chart.budget.x': '字节',\n  },\n};\n\nexport function t() {}\n";
+
+    #[test]
+    fn reads_both_languages_blocks() {
+        let texts = page_texts(SOURCE).unwrap();
+        assert_eq!(texts["en"]["title"], "kvlab");
+        assert_eq!(texts["en"]["budget.index.term"], "index (it's)");
+        assert_eq!(texts["zh"]["chart.budget.x"], "字节");
+        assert_eq!(texts["zh"].len(), 1);
+    }
+
+    #[test]
+    fn chart_labels_pick_the_prefixed_keys_with_english_fallback() {
+        let texts = page_texts(SOURCE).unwrap();
+        let zh = Labels::for_charts(&texts, "zh");
+        assert_eq!(zh.get("chart.budget.x"), "字节");
+        assert_eq!(zh.get("state.sink"), "sink", "falls back to English");
+        assert_eq!(zh.get("budget.index"), "index (it's)");
+        assert!(!zh.0.contains_key("title"), "only chart keys");
+    }
+
+    #[test]
+    fn a_line_of_another_form_is_refused_with_its_number() {
+        let bad = SOURCE.replace("'title': 'kvlab',", "'title': `kvlab`,");
+        let e = page_texts(&bad).unwrap_err();
+        assert!(e.starts_with("line 5:"), "{e}");
+        let escaped = SOURCE.replace("'title': 'kvlab',", "'title': 'kv\\'lab',");
+        assert!(page_texts(&escaped).unwrap_err().starts_with("line 5:"));
+        assert!(page_texts("const X = 1;").is_err());
+    }
+
+    #[test]
+    fn the_pages_own_texts_parse() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/i18n.js");
+        let texts = page_texts(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let (en, zh) = (
+            Labels::for_charts(&texts, "en"),
+            Labels::for_charts(&texts, "zh"),
+        );
+        assert_eq!(en.get("chart.budget.title.data"), "M_KV,final on this data");
+        assert_ne!(
+            zh.get("chart.budget.title.data"),
+            en.get("chart.budget.title.data")
+        );
+        assert_eq!(en.0.len(), zh.0.len());
+    }
 
     #[test]
     fn budget_charts_are_named_by_the_breakdown_they_show() {

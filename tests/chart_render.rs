@@ -140,7 +140,46 @@ fn render<T>(
     if let Ok(dir) = std::env::var("KVLAB_CHART_DUMP") {
         let _ = std::fs::write(format!("{dir}/{name}.svg"), &s);
     }
+    // (a canvas too small for any text is the degenerate tests' business)
+    if !name.starts_with("degenerate") {
+        assert_texts_inside(name, &s, w);
+    }
     (s, out)
+}
+
+/// Every horizontal `<text>` of `svg` lies across `0..=w`, by the width the charts measure
+/// text with (plotters' estimate here, the canvas's `measureText` in the page): a label cut at
+/// the canvas's edge fails here.
+fn assert_texts_inside(name: &str, svg: &str, w: u32) {
+    for t in parse(svg)
+        .iter()
+        .filter(|e| e.tag == "text" && e.get("transform").is_none())
+    {
+        let text = t
+            .text
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&");
+        let family = t.get("font-family").unwrap_or("sans-serif");
+        let style = match t.get("font-weight") {
+            Some("bold") => FontStyle::Bold,
+            _ => FontStyle::Normal,
+        };
+        let font = FontDesc::new(FontFamily::Name(family), t.num("font-size"), style);
+        let (tw, _) = font.box_size(&text).expect("a text size");
+        let x = t.num("x");
+        let (left, right) = match t.get("text-anchor") {
+            Some("end") => (x - f64::from(tw), x),
+            Some("middle") => (x - f64::from(tw) / 2.0, x + f64::from(tw) / 2.0),
+            _ => (x, x + f64::from(tw)),
+        };
+        assert!(
+            left >= -1.0 && right <= f64::from(w) + 1.0,
+            "{name}: '{text}' spans {left:.1}..{right:.1}, outside the canvas 0..{w}"
+        );
+    }
 }
 
 /// Expected plot-local row of `v` on a `[lo, hi]` axis over `h` pixels (the documented
@@ -1575,4 +1614,84 @@ fn pooled_attention_heatmap_equals_mapping_every_cell_first() {
         shown
     )
     .is_err());
+}
+
+#[test]
+fn a_title_wider_than_the_canvas_wraps_at_its_spaces() {
+    let style = ChartStyle::light();
+    let mass = vec![0.5; 10];
+    let title = "Cumulative scores and the top-k threshold of every step";
+    let view = |title| MassRetainedView {
+        title,
+        x_label: "step t",
+        y_label: "retained",
+        mass: &mass,
+        mean: 0.5,
+        mass_label: "",
+        mean_label: "",
+    };
+    let plot_top = |w: u32| {
+        let (svg, rect) = render("wrapped_title", (w, 300), |root| {
+            mass_retained(root, &view(title), &style).unwrap()
+        });
+        let lines: Vec<String> = texts(&parse(&svg))
+            .into_iter()
+            .filter(|t| title.contains(*t) && t.len() > 3)
+            .map(String::from)
+            .collect();
+        (lines, rect.y)
+    };
+    let (wide, wide_top) = plot_top(900);
+    assert_eq!(wide, [title]);
+    let (narrow, narrow_top) = plot_top(309);
+    assert!(narrow.len() >= 2, "{narrow:?}");
+    assert_eq!(narrow.join(" "), title, "every word, in order, once");
+    assert!(
+        narrow_top > wide_top,
+        "the plot moves down for the extra lines"
+    );
+}
+
+// ---------------------------------------------------------------- the page's charts, its texts
+
+/// Every chart of the page, drawn from the default view with the page's own texts (read from
+/// `www/i18n.js`) in both languages, at the sizes its canvases have at 1280 and at 375 px wide:
+/// no text of any of them runs off the canvas (`render` checks every chart it draws).
+#[test]
+fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
+    use kvlab::render::{draw_named, page_texts, AttentionCache, Labels, CHARTS};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/i18n.js");
+    let texts = page_texts(&std::fs::read_to_string(path).expect("www/i18n.js")).expect("texts");
+    let lab = kvlab::lab::Lab::new(kvlab::state::Settings::default()).expect("the default view");
+    // (the canvases' CSS sizes, from the page at those widths)
+    let height = |name: &str, narrow: bool| match name {
+        "budget-data" | "budget-model" if narrow => 240,
+        "budget-data" | "budget-model" => 176,
+        "attn" | "tradeoff" => 320,
+        "strip" => 80,
+        "strips" => 208,
+        _ if narrow => 272,
+        _ => 240,
+    };
+    for lang in ["en", "zh"] {
+        let labels = Labels::for_charts(&texts, lang);
+        for style in [ChartStyle::light(), ChartStyle::dark()] {
+            for (width, narrow) in [(874, false), (309, true)] {
+                for name in CHARTS {
+                    let size = (width, height(name, narrow));
+                    render(&format!("page_{name}_{lang}_{width}"), size, |root| {
+                        draw_named(
+                            root,
+                            &lab,
+                            &mut AttentionCache::default(),
+                            name,
+                            &labels,
+                            &style,
+                        )
+                        .unwrap_or_else(|e| panic!("{name}: {e}"))
+                    });
+                }
+            }
+        }
+    }
 }

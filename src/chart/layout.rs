@@ -61,19 +61,26 @@ pub(crate) fn begin<DB: DrawingBackend>(
     let mut body = root.clone();
     if !title.is_empty() {
         let title_style = style.title_text();
-        let th = style.font_px(1.1).ceil() as i32 + style.px(10.0);
+        let x = if i64::from(full.w) > i64::from(left) * 3 {
+            left
+        } else {
+            style.px(4.0)
+        };
+        // A title wider than the canvas wraps at its spaces (a narrow screen's charts).
+        let room = i64::from(full.w) - i64::from(x) - i64::from(style.px(4.0));
+        let lines = wrap(root, title, &title_style, room)?;
+        let line_h = (style.font_px(1.1) * 1.25).ceil() as i32;
+        let th = line_h * lines.len() as i32 + style.px(10.0)
+            - (line_h - style.font_px(1.1).ceil() as i32);
         if i64::from(full.h) >= i64::from(th) + i64::from(min_body) {
-            let x = if i64::from(full.w) > i64::from(left) * 3 {
-                left
-            } else {
-                style.px(4.0)
-            };
-            body.draw_text(
-                title,
-                &title_style.pos(Pos::new(HPos::Left, VPos::Top)),
-                (x, style.px(5.0)),
-            )
-            .map_err(draw_err)?;
+            for (i, line) in lines.iter().enumerate() {
+                body.draw_text(
+                    line,
+                    &title_style.pos(Pos::new(HPos::Left, VPos::Top)),
+                    (x, style.px(5.0) + line_h * i as i32),
+                )
+                .map_err(draw_err)?;
+            }
             body = body.split_vertically(th).1;
         }
     }
@@ -89,6 +96,36 @@ pub(crate) fn begin<DB: DrawingBackend>(
     Ok(body)
 }
 
+/// `text` in lines at most `room` pixels wide, broken at spaces (a word wider than `room` gets
+/// a line of its own).
+fn wrap<'t, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &'t str,
+    style: &TextStyle,
+    room: i64,
+) -> Result<Vec<&'t str>, ChartError> {
+    let width = |t: &str| -> Result<i64, ChartError> {
+        Ok(i64::from(
+            area.estimate_text_size(t, style).map_err(draw_err)?.0,
+        ))
+    };
+    if width(text)? <= room {
+        return Ok(vec![text]);
+    }
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut end = 0; // (the end of the last word that fits on the line from `start`)
+    for (i, _) in text.match_indices(' ').chain([(text.len(), "")]) {
+        if end > start && width(&text[start..i])? > room {
+            lines.push(&text[start..end]);
+            start = end + 1;
+        }
+        end = i;
+    }
+    lines.push(&text[start..]);
+    Ok(lines)
+}
+
 /// Legend entries laid out left to right, wrapping: `(x, y)` of each entry, and total height.
 fn legend_layout<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -100,20 +137,29 @@ fn legend_layout<DB: DrawingBackend>(
     let row_h = (style.font_px(0.9) * 1.6).ceil() as i32;
     let swatch = style.px(18.0);
     let gap = style.px(14.0);
-    let left = if i64::from(width) > i64::from(style.px(f64::from(style.y_label_area.min(400)))) * 3
-    {
-        style.px(f64::from(style.y_label_area.min(400)))
-    } else {
-        style.px(4.0)
-    };
     let right = i32::try_from(width).unwrap_or(i32::MAX);
-    let (mut x, mut y) = (left, 0);
-    let mut at = Vec::with_capacity(items.len());
+    let mut widths = Vec::with_capacity(items.len());
     for item in items {
         let (tw, _) = area
             .estimate_text_size(item.text, &text)
             .map_err(draw_err)?;
-        let w = swatch + style.px(4.0) + tw.min(10_000) as i32;
+        widths.push(swatch + style.px(4.0) + tw.min(10_000) as i32);
+    }
+    // Aligned with the plot, unless the canvas is narrow or an entry would not fit beside the
+    // y tick labels' area (a long policy name on a narrow screen): then from the left edge.
+    let area_w = style.px(f64::from(style.y_label_area.min(400)));
+    let left = if i64::from(width) > i64::from(area_w) * 3
+        && widths
+            .iter()
+            .all(|&w| i64::from(area_w) + i64::from(w) <= i64::from(right))
+    {
+        area_w
+    } else {
+        style.px(4.0)
+    };
+    let (mut x, mut y) = (left, 0);
+    let mut at = Vec::with_capacity(items.len());
+    for w in widths {
         if x > left && x + w > right {
             x = left;
             y += row_h;

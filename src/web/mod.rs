@@ -318,32 +318,8 @@ fn draw_chart<DB: DrawingBackend>(
     labels: &Labels,
     style: &ChartStyle,
 ) -> Result<Option<Pixels>, JsValue> {
-    fn none<T>(r: Result<T, ChartError>) -> Result<Option<Pixels>, JsValue> {
-        r.map(|_| None).map_err(chart_error)
-    }
-    let budget = render::budget_chart(name);
-    let pixels = match name {
-        _ if budget.is_some() => {
-            none(render::budget_bar(root, lab, labels, style, budget == Some(true)))?
-        }
-        "hist" => none(render::quant_histogram(root, lab, labels, style))?,
-        "groups" => none(render::group_errors(root, lab, labels, style))?,
-        "rows" => none(render::row_errors(root, lab, labels, style))?,
-        "scores" => none(render::score_bars(root, lab, labels, style))?,
-        "strip" => none(render::token_strip(root, lab, labels, style))?,
-        "mass" => none(render::mass_retained(root, lab, labels, style))?,
-        "tradeoff" => none(render::tradeoff(root, lab, labels, style))?,
-        "strips" => none(render::policy_strips(root, lab, labels, style))?,
-        "errmap" => Some(render::error_heatmap(root, lab, labels, style).map_err(chart_error)?),
-        "attn" => Some(render::attention_heatmap(root, lab, labels, style, attn_cache)
-                .map_err(chart_error)?),
-        other => {
-            return Err(error(
-                "chart",
-                &format!("unknown chart '{other}': one of hist, groups, rows, errmap, attn, scores, strip, mass, tradeoff, strips, budget-data, budget-model"),
-            ))
-        }
-    };
+    let pixels =
+        render::draw_named(root, lab, attn_cache, name, labels, style).map_err(chart_error)?;
     root.present()
         .map_err(|e| error("chart", &format!("drawing failed: {e}")))?;
     Ok(pixels)
