@@ -4,7 +4,7 @@
 //! The view holds what [`crate::budget::breakdown`] computed, already converted to the unit the
 //! page shows (bytes, MiB or GiB) and formatted as text by the page.
 
-use super::layout::{alpha, axes, begin, draw_err, tick_text, Axes, LegendItem, Mark};
+use super::layout::{alpha, axes, begin, draw_err, rect_of, tick_text, Axes, LegendItem, Mark};
 use super::{ChartError, ChartStyle, PixelRect};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -78,11 +78,31 @@ pub fn budget_bar<DB: DrawingBackend>(
     let sum: f64 = view.terms.iter().map(|t| usable(t.value)).sum();
     let fp = usable(view.fp_value);
     let max = sum.max(fp);
-    let x_hi = if max > 0.0 && (max * 1.25).is_finite() {
+    // The axis runs to 1.25 x the longer bar, or further when a bar's total, written right of
+    // it, would not fit on the canvas by then (a narrow screen).
+    let mut x_hi = if max > 0.0 && (max * 1.25).is_finite() {
         max * 1.25
     } else {
         1.0
     };
+    let plot_w = f64::from(rect_of(&body).w)
+        - f64::from(style.px(f64::from(style.y_label_area.min(400))))
+        - f64::from(style.px(16.0));
+    for (value, text) in [(sum, view.final_text), (fp, view.fp_text)] {
+        let (tw, _) = body
+            .estimate_text_size(text, &style.text(0.9, style.foreground))
+            .map_err(draw_err)?;
+        // (the bar's end, its gap, the text, within the plot and most of its right margin)
+        let room = plot_w + f64::from(style.px(14.0))
+            - f64::from(style.px(4.0))
+            - f64::from(tw.min(10_000));
+        if value > 0.0 && room > plot_w * 0.25 {
+            let need = value * plot_w / room;
+            if need.is_finite() && need > x_hi {
+                x_hi = need;
+            }
+        }
+    }
     let fx = |v: &f64| tick_text(*v, x_hi);
     let Some(plot) = axes(
         &body,

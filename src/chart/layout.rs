@@ -371,6 +371,17 @@ where
     let Some((top, right, left, bottom, axes)) = plan(body, style, axes) else {
         return Ok(None);
     };
+    // The last x tick label is centred on its tick, which can sit at the plot's right end:
+    // room for half of the widest label there can be (the range's end written as a tick).
+    let right = if axes.x_ticks {
+        let end = x_fmt(&x.range().end);
+        let (w, _) = body
+            .estimate_text_size(&end, &style.text(0.9, style.foreground))
+            .map_err(draw_err)?;
+        right.max((w.min(10_000) as i32 + 1) / 2 + style.px(2.0))
+    } else {
+        right
+    };
     let mut chart = ChartBuilder::on(body)
         .margin_top(top)
         .margin_right(right)
