@@ -374,11 +374,7 @@ where
     // The last x tick label is centred on its tick, which can sit at the plot's right end:
     // room for half of the widest label there can be (the range's end written as a tick).
     let right = if axes.x_ticks {
-        let end = x_fmt(&x.range().end);
-        let (w, _) = body
-            .estimate_text_size(&end, &style.text(0.9, style.foreground))
-            .map_err(draw_err)?;
-        right.max((w.min(10_000) as i32 + 1) / 2 + style.px(2.0))
+        right.max(half_label(body, style, x_fmt(&x.range().end))?)
     } else {
         right
     };
@@ -431,6 +427,19 @@ where
         area,
         y: y_range,
     }))
+}
+
+/// Half the width of tick label `text`, and a little: the room it needs beside its tick.
+#[inline(never)] // (one copy per backend, not one per axis type `axes` is built for)
+fn half_label<DB: DrawingBackend>(
+    body: &DrawingArea<DB, Shift>,
+    style: &ChartStyle,
+    text: String,
+) -> Result<i32, ChartError> {
+    let (w, _) = body
+        .estimate_text_size(&text, &style.text(0.9, style.foreground))
+        .map_err(draw_err)?;
+    Ok((w.min(10_000) as i32 + 1) / 2 + style.px(2.0))
 }
 
 /// A usable axis range from data extremes: finite, `lo < hi`. Non-finite input gives `[0, 1]`;
