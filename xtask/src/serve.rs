@@ -181,10 +181,19 @@ pub fn start(root: &Path, prefix: &str, port: u16, quiet: bool) -> io::Result<Ru
                 match connection {
                     Ok(stream) => {
                         let site = site.clone();
-                        thread::spawn(move || {
-                            if let Err(e) = site.converse(stream) {
+                        thread::spawn(move || match site.converse(stream) {
+                            // (a browser that leaves a page closes its connections midway)
+                            Err(e)
+                                if !matches!(
+                                    e.kind(),
+                                    ErrorKind::BrokenPipe
+                                        | ErrorKind::ConnectionReset
+                                        | ErrorKind::ConnectionAborted
+                                ) =>
+                            {
                                 eprintln!("serve: a connection failed: {e}");
                             }
+                            _ => {}
                         });
                     }
                     Err(e) => eprintln!("serve: cannot accept a connection: {e}"),
