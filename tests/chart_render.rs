@@ -147,7 +147,7 @@ fn render<T>(
     }
     // (a canvas too small for any text is the degenerate tests' business)
     if !name.starts_with("degenerate") {
-        assert_texts_inside(name, &s, w);
+        assert_texts_inside(name, &s, (w, h));
     }
     (s, out)
 }
@@ -253,13 +253,11 @@ impl DrawingBackend for WideText<'_> {
     }
 }
 
-/// Every horizontal `<text>` of `svg` lies across `0..=w`, by the width the charts measured it
-/// with ([`text_width`]): a label cut at the canvas's edge fails here.
-fn assert_texts_inside(name: &str, svg: &str, w: u32) {
-    for t in parse(svg)
-        .iter()
-        .filter(|e| e.tag == "text" && e.get("transform").is_none())
-    {
+/// Every `<text>` of `svg` lies on the `w x h` canvas along its run (across, or up it for a
+/// y axis name), by the width the charts measured it with ([`text_width`]): a label cut at the
+/// canvas's edge fails here.
+fn assert_texts_inside(name: &str, svg: &str, (w, h): (u32, u32)) {
+    for t in parse(svg).iter().filter(|e| e.tag == "text") {
         let text = t
             .text
             .replace("&lt;", "<")
@@ -269,15 +267,29 @@ fn assert_texts_inside(name: &str, svg: &str, w: u32) {
             .replace("&amp;", "&");
         // (plotters' SVG backend writes the font size divided by 1.24)
         let tw = text_width(&text, t.num("font-size") * 1.24);
-        let x = t.num("x");
-        let (left, right) = match t.get("text-anchor") {
-            Some("end") => (x - f64::from(tw), x),
-            Some("middle") => (x - f64::from(tw) / 2.0, x + f64::from(tw) / 2.0),
-            _ => (x, x + f64::from(tw)),
+        // A y axis name is turned a quarter: its width runs up the canvas from its anchor.
+        let turned = t
+            .get("transform")
+            .is_some_and(|r| r.starts_with("rotate(270"));
+        let (at, size) = if turned {
+            (-t.num("y"), f64::from(h))
+        } else {
+            (t.num("x"), f64::from(w))
         };
+        let (from, to) = match t.get("text-anchor") {
+            Some("end") => (at - f64::from(tw), at),
+            Some("middle") => (at - f64::from(tw) / 2.0, at + f64::from(tw) / 2.0),
+            _ => (at, at + f64::from(tw)),
+        };
+        let (from, to) = if turned { (-to, -from) } else { (from, to) };
         assert!(
-            left >= -1.0 && right <= f64::from(w) + 1.0,
-            "{name}: '{text}' spans {left:.1}..{right:.1}, outside the canvas 0..{w}"
+            from >= -1.0 && to <= size + 1.0,
+            "{name}: '{text}' spans {from:.1}..{to:.1}, outside the canvas 0..{size} {}",
+            if turned {
+                "(up the canvas)"
+            } else {
+                "(across)"
+            }
         );
     }
 }
@@ -1767,6 +1779,7 @@ fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
     let height = |name: &str, narrow: bool| match name {
         "budget-data" | "budget-model" if narrow => 240,
         "budget-data" | "budget-model" => 176,
+        "tradeoff" if narrow => 480, // (30rem there: its legend takes a line per policy)
         "attn" | "tradeoff" => 320,
         "strip" => 80,
         "strips" => 208,
