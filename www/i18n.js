@@ -322,7 +322,7 @@ export const TEXT = {
     'budget.memory': 'GPU memory (GiB)',
     'budget.scope': 'Selection scope',
     'scope.layer': 'one kept set per layer',
-    'scope.kv-head': 'per KV head (shared by its query heads)',
+    'scope.kv-head': 'per KV head (its GQA group)',
     'scope.query-head': 'per query head (SnapKV reference)',
     'scope.copies': '{n} kept sets; the cache holds {k}× K/V',
     'budget.fit': 'Context that fits:',
