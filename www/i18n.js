@@ -323,7 +323,7 @@ export const TEXT = {
     'budget.scope': 'Selection scope',
     'scope.layer': 'one kept set per layer',
     'scope.kv-head': 'per KV head (its GQA group)',
-    'scope.query-head': 'per query head (SnapKV reference)',
+    'scope.query-head': 'per query head (as in SnapKV)',
     'scope.copies': '{n} kept sets; the cache holds {k}× K/V',
     'budget.fit': 'Context that fits:',
     'budget.fit-fp': 'uncompressed:',

@@ -33,6 +33,38 @@ for (const [name, opts] of [
   });
 }
 
+test('every option of every select fits its box, in both languages and at phone width', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  const cut = () => page.evaluate(() => {
+    const ctx = document.createElement('canvas').getContext('2d');
+    const out = [];
+    for (const s of document.querySelectorAll('select')) {
+      if (!s.offsetParent) continue; // (not shown in this layout or mode)
+      const style = getComputedStyle(s);
+      ctx.font = style.font;
+      // (the box less its padding and the arrow's room)
+      const room = s.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 20;
+      for (const o of s.options) {
+        const w = ctx.measureText(o.text).width;
+        if (w > room) out.push(`${s.id}: '${o.text}' is ${Math.round(w)} px in ${Math.round(room)}`);
+      }
+    }
+    return out;
+  });
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: 1000 });
+    for (const lang of ['en', 'zh']) {
+      if ((await page.evaluate(() => document.documentElement.lang.slice(0, 2))) !== lang) {
+        await page.locator('#lang').click();
+        await page.waitForFunction((l) => document.documentElement.lang.startsWith(l), lang);
+      }
+      assert.deepEqual(await cut(), [], `${lang} at ${width} px`);
+    }
+  }
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('update timing per control (performance.measure kvlab:update)', async () => {
   const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
   for (const [label, values] of [['Bits', [3, 5, 7, 4]], ['Budget B', [100, 200, 50, 128]]]) {
