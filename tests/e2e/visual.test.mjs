@@ -61,6 +61,9 @@ test('every option of every select fits its box, in both languages and at phone 
       assert.deepEqual(await cut(), [], `${lang} at ${width} px`);
     }
   }
+  // (back to English: the language is remembered, and the next tests read English labels)
+  await page.locator('#lang').click();
+  await page.waitForFunction(() => document.documentElement.lang.startsWith('en'));
   assert.deepEqual(problems, []);
   await page.close();
 });
