@@ -594,6 +594,15 @@ impl Settings {
     /// assert_eq!(p.warnings[0].message, "bits 99 is out of range: must be an integer in 1..=16; 16 is used");
     /// ```
     pub fn from_query(query: &str) -> Parsed {
+        Settings::parse(query, false)
+    }
+
+    /// [`Settings::from_query`]; with `every_key_given`, a value another setting bounds is
+    /// reported when repaired also if the query left it out (its default was out of range).
+    /// Without, such a default follows its bound silently, as the page's controls do (a link
+    /// `?tokens=100` is not told about the default B = 128 it lowers).
+    fn parse(query: &str, every_key_given: bool) -> Parsed {
+        let mut given: Vec<String> = Vec::new();
         let mut s = Settings::default();
         let mut p = Parser {
             warnings: Vec::new(),
@@ -606,6 +615,7 @@ impl Settings {
             }
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let key = percent_decode(k);
+            given.push(key.clone());
             let raw: String = percent_decode(v).chars().take(200).collect();
             let raw = raw.as_str();
             match key.as_str() {
@@ -830,28 +840,33 @@ impl Settings {
                 _ => {} // unknown keys are ignored (other tools may add their own)
             }
         }
+        let said = |key: &str| every_key_given || given.iter().any(|g| g == key);
         if s.steps > s.tokens {
-            p.warn(
-                "steps",
-                Repair::AtMost {
-                    value: s.steps,
-                    what: "tokens".into(),
-                    limit: s.tokens,
-                },
-            );
+            if said("steps") {
+                p.warn(
+                    "steps",
+                    Repair::AtMost {
+                        value: s.steps,
+                        what: "tokens".into(),
+                        limit: s.tokens,
+                    },
+                );
+            }
             s.steps = s.tokens;
         }
         if s.future >= s.steps {
             let limit = s.steps - 1;
-            p.warn(
-                "future",
-                Repair::Below {
-                    value: s.future,
-                    what: "steps".into(),
-                    bound: s.steps,
-                    used: limit,
-                },
-            );
+            if said("future") {
+                p.warn(
+                    "future",
+                    Repair::Below {
+                        value: s.future,
+                        what: "steps".into(),
+                        bound: s.steps,
+                        used: limit,
+                    },
+                );
+            }
             s.future = limit;
         }
         // Cross-field ranges of generated data: B and r at most T, w at most S, the outlier
@@ -864,14 +879,16 @@ impl Settings {
             ("skewed", &mut s.skewed, s.channels, "channels"),
         ] {
             if *value > limit {
-                p.warn(
-                    key,
-                    Repair::AtMost {
-                        value: *value,
-                        what: what.into(),
-                        limit,
-                    },
-                );
+                if said(key) {
+                    p.warn(
+                        key,
+                        Repair::AtMost {
+                            value: *value,
+                            what: what.into(),
+                            limit,
+                        },
+                    );
+                }
                 *value = limit;
             }
         }
@@ -896,7 +913,7 @@ impl Settings {
     /// assert_eq!(e.message, "steps 600 is out of range: must be at most tokens (64)");
     /// ```
     pub fn checked(query: &str) -> Result<Settings, StateWarning> {
-        let p = Settings::from_query(query);
+        let p = Settings::parse(query, true);
         match p.warnings.into_iter().next() {
             None => Ok(p.settings),
             Some(mut w) => {
@@ -997,6 +1014,38 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_is_told_of_the_bounded_values_it_gave_not_of_defaults_that_follow() {
+        // Lowering T or d takes the defaults it bounds along, as the page's controls do.
+        for (q, key) in [
+            ("tokens=100", "budget"),
+            ("channels=2", "outliers"),
+            ("steps=8", "future"),
+        ] {
+            let p = Settings::from_query(q);
+            assert_eq!(p.warnings, [], "{q}");
+            assert_eq!(
+                Settings::checked(q).map(|_| ()).unwrap_err().key,
+                key,
+                "{q}: sent whole, refused"
+            );
+        }
+        let p = Settings::from_query("tokens=100");
+        assert_eq!((p.settings.budget, p.settings.recent), (100, 32));
+        assert_eq!(Settings::from_query("channels=2").settings.outliers, 2);
+        assert_eq!(Settings::from_query("steps=8").settings.future, 7);
+        // A value the link gave is repaired with its message.
+        let p = Settings::from_query("tokens=100&budget=128&channels=2&outliers=4");
+        let said: Vec<_> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            said,
+            [
+                "budget 128 is out of range: must be at most tokens (100); 100 is used",
+                "outliers 4 is out of range: must be at most channels (2); 2 is used",
+            ]
+        );
+    }
 
     #[test]
     fn long_option_names_read_as_their_tokens() {
