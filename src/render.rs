@@ -160,14 +160,10 @@ pub fn draw_named<DB: DrawingBackend>(
     fn none<T>(r: Result<T, ChartError>) -> Result<Option<Pixels>, ChartError> {
         r.map(|_| None)
     }
+    if let Some(model) = budget_chart(name) {
+        return none(budget_bar(root, lab, labels, style, model));
+    }
     match name {
-        _ if budget_chart(name).is_some() => none(budget_bar(
-            root,
-            lab,
-            labels,
-            style,
-            budget_chart(name) == Some(true),
-        )),
         "hist" => none(quant_histogram(root, lab, labels, style)),
         "groups" => none(group_errors(root, lab, labels, style)),
         "rows" => none(row_errors(root, lab, labels, style)),

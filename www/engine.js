@@ -301,10 +301,10 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * `pending`); with `deferLever`, the bits lever's second quantization when its RMSE is not
      * known yet (`together.fewerBits.pending`).
      */
-    update: ({ id, settings, draw: spec, defer, deferLever }) => computeAndDraw(id, spec, (progress) => ({
-      figures: page.update(asQuery(settings), progress, !!defer, !!deferLever),
-      query: toQuery(asQuery(settings)),
-    })),
+    update: ({ id, settings, draw: spec, defer, deferLever }) => computeAndDraw(id, spec, (progress) => {
+      const query = asQuery(settings);
+      return { figures: page.update(query, progress, !!defer, !!deferLever), query: toQuery(query) };
+    }),
     /** `{draw}`: computes what a deferring update left out, then draws `draw.charts`. */
     complete: ({ id, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
       figures: page.complete(progress),
@@ -327,16 +327,16 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         }
         // The uploaded data's shape plus the page's own keys (language, embed mode).
         const settings = { ...page.settings(), ...keep };
-        const figures = page.update(asQuery(settings), progress, false, false);
+        const query = asQuery(settings);
+        const figures = page.update(query, progress, false, false);
         // (`about`: what the description and warnings say, as fields the page words)
-        return { result, about, settings, figures, query: toQuery(asQuery(settings)) };
+        return { result, about, settings, figures, query: toQuery(query) };
       });
     },
-    useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
-      figures: page.useGenerated(asQuery(settings), progress),
-      settings,
-      query: toQuery(asQuery(settings)),
-    })),
+    useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => {
+      const query = asQuery(settings);
+      return { figures: page.useGenerated(query, progress), settings, query: toQuery(query) };
+    }),
     fingerprints: () => page.dataFingerprints(),
     /** Bytes of wasm linear memory (init returns the running instance's exports). */
     memory: async () => (await wasm.default()).memory.buffer.byteLength,

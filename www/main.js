@@ -1033,7 +1033,7 @@ function schedule(control, commit) {
   app.settings[key] = value;
   app.pending.set(key, control);
   app.commit ||= commit;
-  if (key in BOUNDED || BOUNDED_BY.has(key)) bound(key, control);
+  bound(key, control);
   if (key === 'tokens' || key === 'steps') {
     // B and r cannot exceed T, nor w exceed S: follow the data as the sliders' ranges do.
     const s = app.settings;

@@ -70,8 +70,9 @@ pub(crate) fn begin<DB: DrawingBackend>(
         let room = i64::from(full.w) - i64::from(x) - i64::from(style.px(4.0));
         let lines = wrap(root, title, &title_style, room)?;
         let line_h = (style.font_px(1.1) * 1.25).ceil() as i32;
-        let th = line_h * lines.len() as i32 + style.px(10.0)
-            - (line_h - style.font_px(1.1).ceil() as i32);
+        // (the first line at the font's height, each further one a line apart)
+        let th =
+            style.font_px(1.1).ceil() as i32 + line_h * (lines.len() as i32 - 1) + style.px(10.0);
         if i64::from(full.h) >= i64::from(th) + i64::from(min_body) {
             for (i, line) in lines.iter().enumerate() {
                 body.draw_text(
