@@ -353,9 +353,20 @@ test('invalid values typed into controls are refused next to the control; the pa
 
   // Outlier channels typed above d (START has d = 16): used at d, said the same way. Lowering d
   // below them takes them along without a message (as T takes S along).
+  const dataRow = () => page.locator('#outliers').locator('xpath=../..').locator(':scope > .control').evaluateAll((controls) => controls.map((c) => {
+    const box = c.getBoundingClientRect();
+    return { x: box.x, width: box.width, labelY: c.querySelector('label').getBoundingClientRect().y + window.scrollY };
+  }));
+  const rowBefore = await dataRow();
   await setNumber(page, 'Outlier channels', 900);
   const outliersErr = page.locator('#outliers').locator('xpath=..').locator('.error');
   await outliersErr.waitFor({ state: 'visible' });
+  // The message wraps inside its control: no control of the Data row changes width or moves
+  // sideways, and those on its line or above stay where they were (lines below move down).
+  const rowAfter = await dataRow();
+  const line = rowBefore[5].labelY; // #outliers, the sixth control
+  assert.deepEqual(rowAfter.map(({ x, width }) => ({ x, width })), rowBefore.map(({ x, width }) => ({ x, width })));
+  assert.deepEqual(rowAfter.filter((_, i) => rowBefore[i].labelY <= line), rowBefore.filter((c) => c.labelY <= line));
   assert.equal(await outliersErr.textContent(), 'outliers 900 is out of range: must be at most channels (16); 16 is used');
   assert.equal(await page.locator('#outliers').inputValue(), '16');
   assert.match(await figureText(page, 'data-description'), /\(16 outlier channels/);
