@@ -1209,6 +1209,89 @@ fn mass_retained_line_mean_and_gaps() {
     assert!(!svg.contains("mean 0.90"));
 }
 
+// ---------------------------------------------------------------- tradeoff
+
+#[test]
+fn tradeoff_rings_the_current_setting_in_the_text_colour_and_its_legend_shows_a_ring() {
+    for style in [ChartStyle::light(), ChartStyle::dark()] {
+        let a = [(1.0, 1.0), (2.0, 0.8), (4.0, 0.5)];
+        let b = [(1.0, 1.0), (2.0, 0.6), (4.0, 0.2)];
+        let curves = [
+            TradeoffCurve {
+                label: "A",
+                points: &a,
+            },
+            TradeoffCurve {
+                label: "B",
+                points: &b,
+            },
+        ];
+        let view = TradeoffView {
+            title: "trade-off",
+            x_label: "R",
+            y_label: "mass",
+            curves: &curves,
+            current: Some((2.0, 0.8)),
+            current_label: "current setting",
+        };
+        let (svg, rect) = render("tradeoff", (600, 320), |root| {
+            tradeoff(root, &view, &style).unwrap()
+        });
+        let els = parse(&svg);
+        let fg = hex(style.foreground);
+        let rings: Vec<&El> = els
+            .iter()
+            .filter(|e| e.tag == "circle" && e.stroke() == fg && e.fill() == "none")
+            .collect();
+        assert_eq!(
+            rings.len(),
+            2,
+            "one ring in the plot, one in the legend: {svg}"
+        );
+        // No curve has the ring's colour, so the ring is told apart from every curve's dots.
+        assert!(style.palette.iter().all(|&c| hex(c) != fg));
+        // The plot's ring sits on the current point (x spans 1 ..= 1.02 * 4, y 0 ..= 1).
+        let (x_hi, y) = (4.0 * 1.02, 0.8);
+        let inside = |e: &El| {
+            let (cx, cy) = (e.num("cx"), e.num("cy"));
+            cx >= f64::from(rect.x)
+                && cx <= f64::from(rect.x + rect.w as i32)
+                && cy >= f64::from(rect.y)
+                && cy <= f64::from(rect.y + rect.h as i32)
+        };
+        let plot_ring = rings
+            .iter()
+            .find(|e| inside(e))
+            .expect("a ring in the plot");
+        let want_x = f64::from(rect.x) + (2.0 - 1.0) / (x_hi - 1.0) * f64::from(rect.w - 1);
+        let want_y = f64::from(y_of(y, (0.0, 1.0), rect.h) + rect.y);
+        assert!(
+            (plot_ring.num("cx") - want_x).abs() <= 1.5,
+            "cx {} against {want_x}",
+            plot_ring.num("cx")
+        );
+        assert!(
+            (plot_ring.num("cy") - want_y).abs() <= 1.5,
+            "cy {} against {want_y}",
+            plot_ring.num("cy")
+        );
+        // The legend's ring is above the plot, on the line of its text.
+        let legend_ring = rings
+            .iter()
+            .find(|e| !inside(e))
+            .expect("a ring in the legend");
+        assert!(legend_ring.num("cy") < f64::from(rect.y));
+        let label = els
+            .iter()
+            .find(|e| e.tag == "text" && e.text == "current setting")
+            .expect("the ring's legend text");
+        assert!((label.num("y") - legend_ring.num("cy")).abs() <= 1.0);
+        assert!(label.num("x") > legend_ring.num("cx"));
+        // Nothing is drawn in the alarm colour: the ring is not an alarm.
+        assert!(!svg.contains(&hex(style.alarm)));
+    }
+}
+
 // ---------------------------------------------------------------- budget_bar
 
 #[test]

@@ -29,7 +29,8 @@ pub struct TradeoffView<'a> {
     pub y_label: &'a str,
     /// The curves, drawn in palette order.
     pub curves: &'a [TradeoffCurve<'a>],
-    /// The current setting, marked with a ring.
+    /// The current setting, marked with a ring in the text's colour (no curve has it), and so
+    /// in the legend.
     pub current: Option<(f64, f64)>,
     /// Legend text of the ring.
     pub current_label: &'a str,
@@ -52,7 +53,7 @@ pub fn tradeoff<DB: DrawingBackend>(
         .collect();
     if view.current.is_some() {
         legend.push(LegendItem {
-            mark: Mark::Box(alpha(style.alarm, 1.0)),
+            mark: Mark::Ring(alpha(style.foreground, 1.0)),
             text: view.current_label,
         });
     }
@@ -118,7 +119,7 @@ pub fn tradeoff<DB: DrawingBackend>(
                 .draw(&Circle::new(
                     p,
                     style.px(6.0).max(2) as u32,
-                    style.alarm.stroke_width(style.stroke(2.0)),
+                    style.foreground.stroke_width(style.stroke(2.0)),
                 ))
                 .map_err(draw_err)?;
         }

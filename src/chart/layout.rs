@@ -38,6 +38,8 @@ pub(crate) enum Mark {
     Line(RGBAColor),
     /// A short dashed line (a threshold, a mean).
     Dash(RGBAColor),
+    /// An open circle (a ringed point, such as the current setting).
+    Ring(RGBAColor),
 }
 
 /// One legend entry; entries with empty text are not drawn.
@@ -207,6 +209,14 @@ fn draw_legend<DB: DrawingBackend>(
             Mark::Line(c) => {
                 area.draw(&PathElement::new(
                     vec![(x, cy), (x + swatch, cy)],
+                    c.stroke_width(lw),
+                ))
+                .map_err(draw_err)?;
+            }
+            Mark::Ring(c) => {
+                area.draw(&Circle::new(
+                    (x + swatch / 2, cy),
+                    style.px(5.0).max(2) as u32,
                     c.stroke_width(lw),
                 ))
                 .map_err(draw_err)?;
