@@ -7,6 +7,28 @@ import { launch, open, urlWith, screenshot, setNumber, settle } from './helpers.
 
 let browser;
 before(async () => { browser = await launch(); });
+
+/** Elements shown though marked hidden, and elements reaching past their panel's right edge. */
+function layoutFaults(page) {
+  return page.evaluate(() => {
+    const name = (el) => `${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ''}${el.className && typeof el.className === 'string' ? `.${el.className.trim().split(/\s+/).join('.')}` : ''}`;
+    const out = [];
+    for (const el of document.querySelectorAll('[hidden]')) {
+      if (getComputedStyle(el).display !== 'none') out.push(`${name(el)} is marked hidden but shown`);
+    }
+    for (const panel of document.querySelectorAll('.panel')) {
+      const edge = panel.getBoundingClientRect().right;
+      for (const el of panel.querySelectorAll('*')) {
+        const box = el.getBoundingClientRect();
+        if (!box.width || box.right <= edge + 0.5) continue;
+        let scroller = el.parentElement;
+        while (scroller !== panel && !/auto|scroll|hidden/.test(getComputedStyle(scroller).overflowX)) scroller = scroller.parentElement;
+        if (scroller === panel) out.push(`${name(el)} ends at ${Math.round(box.right)} px, past its panel's ${Math.round(edge)}`);
+      }
+    }
+    return out;
+  });
+}
 after(async () => { await browser?.close(); });
 
 for (const [name, opts] of [
@@ -24,6 +46,10 @@ for (const [name, opts] of [
     // Nothing overflows the viewport sideways (a phone must not scroll horizontally).
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 1, `page is ${overflow}px wider than the viewport`);
+    // With every disclosure open: nothing marked hidden is shown, and nothing sticks out of its
+    // panel (what is wider scrolls inside a box of its own).
+    await page.evaluate(() => { for (const d of document.querySelectorAll('details')) d.open = true; });
+    assert.deepEqual(await layoutFaults(page), [], `${name}: layout`);
     await screenshot(page, `page-${name}`);
     for (const section of ['budget', 'quant', 'select', 'together']) {
       await page.locator(`#${section}`).screenshot({ path: `${process.env.KVLAB_ARTIFACTS || 'test-artifacts'}/section-${section}-${name}.png` });
