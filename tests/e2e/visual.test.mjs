@@ -8,13 +8,23 @@ import { launch, open, urlWith, screenshot, setNumber, settle } from './helpers.
 let browser;
 before(async () => { browser = await launch(); });
 
-/** Elements shown though marked hidden, and elements reaching past their panel's right edge. */
+/**
+ * Elements shown though marked hidden, captions with loose text, and elements reaching past
+ * their panel's right edge.
+ */
 function layoutFaults(page) {
   return page.evaluate(() => {
     const name = (el) => `${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ''}${el.className && typeof el.className === 'string' ? `.${el.className.trim().split(/\s+/).join('.')}` : ''}`;
     const out = [];
     for (const el of document.querySelectorAll('[hidden]')) {
       if (getComputedStyle(el).display !== 'none') out.push(`${name(el)} is marked hidden but shown`);
+    }
+    // A caption is a flex row: loose text between its items would be laid out as items of its
+    // own (a lone ':' or '(' on a line of its own on a phone).
+    for (const caption of document.querySelectorAll('figcaption')) {
+      for (const node of caption.childNodes) {
+        if (node.nodeType === Node.TEXT_NODE && node.textContent.trim()) out.push(`figcaption has loose text '${node.textContent.trim()}'`);
+      }
     }
     for (const panel of document.querySelectorAll('.panel')) {
       const edge = panel.getBoundingClientRect().right;
