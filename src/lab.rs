@@ -2023,6 +2023,7 @@ impl Lab {
         // (what the data's shape bounds follows it: the page sends these settings back)
         s.budget = s.budget.min(s.tokens);
         s.recent = s.recent.min(s.tokens);
+        s.kernel = s.kernel.min(2 * s.tokens + 1);
         s.outliers = s.outliers.min(s.channels);
         s.skewed = s.skewed.min(s.channels);
         s.window = s.window.min(s.steps);
@@ -2412,6 +2413,23 @@ mod tests {
         assert_eq!((after.budget, after.recent, after.window), (20, 20, 6));
         assert_eq!((after.outliers, after.skewed), (4, 4));
         lab.update(&after).expect("the page's next update");
+        // Two tokens: SnapKV's pooling kernel (7) follows to 2 T + 1 = 5.
+        lab.load_file("a2.csv", b"1,2\n3,4\n").expect("a2");
+        lab.load_file("k2.csv", b"1\n2\n").expect("k2");
+        let choice = UploadChoice {
+            attention: "a2.csv".into(),
+            keys: "k2.csv".into(),
+            ..UploadChoice::default()
+        };
+        lab.use_uploaded(&choice).expect("use_uploaded T = 2");
+        let after = lab.settings().clone();
+        assert_eq!((after.tokens, after.kernel), (2, 5));
+        assert_eq!(after.validate(), Ok(()));
+        lab.update(&Settings {
+            method: Method::Snapkv,
+            ..after
+        })
+        .expect("SnapKV on two tokens");
     }
 
     /// The comparison deferred, as the page does while its section is off screen.

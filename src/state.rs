@@ -9,7 +9,7 @@
 //! computations themselves, which return errors the page shows next to the control.
 
 use crate::quant::{Granularity, MetaDtype, Scheme};
-use crate::synth::AttentionPreset;
+use crate::synth::{AttentionPreset, MAX_ELEMENTS};
 use serde::{Deserialize, Serialize};
 
 /// Which section the page shows alone in embed mode (`?embed=quant|select|budget`).
@@ -276,7 +276,8 @@ pub enum Repair {
     AtMost {
         /// The value given.
         value: usize,
-        /// The setting it may not exceed (`tokens`, `steps`).
+        /// The setting it may not exceed (`tokens`, `steps`, `channels`), or `64 Mi / tokens`
+        /// (a generated matrix holds at most 64 Mi values).
         what: String,
         /// That setting's value.
         limit: usize,
@@ -854,6 +855,25 @@ impl Settings {
             }
             s.steps = s.tokens;
         }
+        // Generated data holds at most MAX_ELEMENTS values per matrix: the attention S x T and
+        // the keys and values T x d. Steps and channels are bounded by T (as steps is by T above).
+        let per_token =
+            usize::try_from(MAX_ELEMENTS / s.tokens.max(1) as u64).unwrap_or(usize::MAX);
+        for (key, value) in [("steps", &mut s.steps), ("channels", &mut s.channels)] {
+            if *value > per_token {
+                if said(key) {
+                    p.warn(
+                        key,
+                        Repair::AtMost {
+                            value: *value,
+                            what: "64 Mi / tokens".into(),
+                            limit: per_token,
+                        },
+                    );
+                }
+                *value = per_token;
+            }
+        }
         if s.future >= s.steps {
             let limit = s.steps - 1;
             if said("future") {
@@ -870,9 +890,11 @@ impl Settings {
             s.future = limit;
         }
         // Cross-field ranges of generated data: B and r at most T, w at most S, the outlier
-        // and skewed channels at most d.
+        // and skewed channels at most d; SnapKV's pooling kernel at most 2 T + 1 (odd, as the
+        // kernel must be; the selection refuses a wider one).
         for (key, value, limit, what) in [
             ("budget", &mut s.budget, s.tokens, "tokens"),
+            ("kernel", &mut s.kernel, 2 * s.tokens + 1, "2 x tokens + 1"),
             ("recent", &mut s.recent, s.tokens, "tokens"),
             ("window", &mut s.window, s.steps, "steps"),
             ("outliers", &mut s.outliers, s.channels, "channels"),
@@ -1137,6 +1159,62 @@ mod tests {
     }
 
     #[test]
+    fn steps_and_channels_are_bounded_by_64_mi_values_per_generated_matrix() {
+        // S x T and T x d hold at most 64 Mi values: at T = 131072, S and d at most 512.
+        let p = Settings::from_query("tokens=131072&steps=2048&channels=1024");
+        assert_eq!((p.settings.steps, p.settings.channels), (512, 512));
+        let messages: Vec<&str> = p.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "steps 2048 is out of range: must be at most 64 Mi / tokens (512); 512 is used",
+                "channels 1024 is out of range: must be at most 64 Mi / tokens (512); 512 is used",
+            ]
+        );
+        assert_eq!(p.warnings[0].key, "steps");
+        // At the bound exactly: nothing to say; below T = 16384 the bound is above the ranges.
+        let p = Settings::from_query("tokens=65536&steps=1024&channels=1024");
+        assert_eq!(
+            (p.settings.steps, p.settings.channels, p.warnings.len()),
+            (1024, 1024, 0)
+        );
+        let p = Settings::from_query("tokens=16384&steps=4096&channels=1024");
+        assert_eq!(
+            (p.settings.steps, p.settings.channels, p.warnings.len()),
+            (4096, 1024, 0)
+        );
+        // The page's settings are refused, not repaired; a default that follows the bound (the
+        // link did not set it) follows it silently, and what depends on steps follows it.
+        let e = Settings::checked("tokens=131072&channels=1024").unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.message.as_str()),
+            (
+                "channels",
+                "channels 1024 is out of range: must be at most 64 Mi / tokens (512)"
+            )
+        );
+        let p = Settings::from_query("tokens=131072&steps=4096&window=1000");
+        assert_eq!((p.settings.steps, p.settings.window), (512, 512));
+        assert_eq!(crate::synth::MAX_ELEMENTS, 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn the_pooling_kernel_is_bounded_by_the_tokens() {
+        // SnapKV pools with stride 1 and padding k / 2: k at most 2 T + 1. The default k = 7
+        // follows T = 2 silently; a kernel the link gave is said.
+        let p = Settings::from_query("tokens=2&method=snapkv&bits=3");
+        assert_eq!((p.settings.kernel, p.settings.bits), (5, 3));
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        let p = Settings::from_query("tokens=1&kernel=9");
+        assert_eq!(p.settings.kernel, 3);
+        assert_eq!(
+            p.warnings[0].message,
+            "kernel 9 is out of range: must be at most 2 x tokens + 1 (3); 3 is used"
+        );
+        assert_eq!(Settings::from_query("tokens=3").settings.kernel, 7);
+    }
+
+    #[test]
     fn defaults_round_trip_to_an_empty_query() {
         let d = Settings::default();
         assert_eq!(d.to_query(), "");
@@ -1202,12 +1280,13 @@ mod tests {
         assert_eq!(s.tokens, MAX_TOKENS);
         assert_eq!(s.method, Method::H2o);
         assert_eq!(s.kernel, 5);
-        assert_eq!(s.steps, MAX_STEPS);
+        // (steps: first into its range, then to what 64 Mi values allow at T = 131072)
+        assert_eq!(s.steps, 512);
         assert_eq!(s.lang, "en");
         let keys: Vec<&str> = p.warnings.iter().map(|w| w.key.as_str()).collect();
         assert_eq!(
             keys,
-            ["bits", "budget", "tokens", "method", "kernel", "steps", "seed", "lang"]
+            ["bits", "budget", "tokens", "method", "kernel", "steps", "seed", "lang", "steps"]
         );
         assert_eq!(
             p.warnings[3].message,

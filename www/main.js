@@ -149,7 +149,8 @@ function reportError(control, e) {
  */
 function urlWarningText(w) {
   if (w.repair) return describeRepair(w.key, w.repair, true);
-  const said = w.refusal ? errorText(w) : null;
+  // (a warning names its setting `key`; an engine error its `field`)
+  const said = w.refusal ? errorText({ ...w, field: w.key }) : null;
   if (said === null || said === w.message) return w.message;
   return said + t(app.lang, w.every ? 'repair.every-default' : 'repair.default');
 }

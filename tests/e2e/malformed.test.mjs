@@ -303,6 +303,33 @@ test('a URL whose repaired value the data still refuses falls back to that defau
   await page.close();
 });
 
+test('a link asking for more values than generated data holds keeps its T and is told which setting follows', async () => {
+  // 2048 x 131072 values is over the 64 Mi a generated matrix holds: steps follows T (at most
+  // 512 there), said by name; before, tokens went back to its default with 'undefined 2048 …'.
+  const { page, problems } = await open(browser.context, urlWith('tokens=131072&steps=2048'));
+  const warn = page.locator('#url-warnings');
+  await warn.waitFor({ state: 'visible' });
+  assert.equal(await warn.textContent(),
+    'Some link parameters were repaired: steps 2048 is out of range: must be at most 64 Mi / tokens (512); 512 is used');
+  assert.equal(await page.locator('#tokens').inputValue(), '131072');
+  assert.equal(await page.locator('#steps').inputValue(), '512');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('SnapKV on two tokens: the pooling kernel follows T, and the rest of the link stays', async () => {
+  // The default kernel 7 is wider than 2 T + 1 = 5: it used to be refused, and the whole link
+  // with it (every setting's default, bits and method too).
+  const { page, problems } = await open(browser.context, urlWith('tokens=2&method=snapkv&bits=3'));
+  assert.equal(await page.locator('#url-warnings').isVisible(), false, 'nothing the link set was repaired');
+  assert.equal(await page.locator('#method').inputValue(), 'snapkv');
+  assert.equal(await page.locator('#bits').inputValue(), '3');
+  assert.equal(await page.locator('#kernel').inputValue(), '5');
+  assert.equal(await figure(page, 'kept-count'), 2);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('invalid values typed into controls are refused next to the control; the page keeps working', async () => {
   const { page, problems, requests } = await open(browser.context, urlWith(START));
   const before = await snapshot(page);
