@@ -173,6 +173,14 @@ pub struct QuantFigures {
     pub channel_min: f64,
     /// `max x_j`.
     pub channel_max: f64,
+    /// `max |x|` over the group whose scale is shown ([`QuantFigures::scale`]): the shown
+    /// channel's first group per channel, token 0's group holding that channel per token, the
+    /// whole tensor per tensor.
+    pub group_max_abs: f64,
+    /// `min x` over that group.
+    pub group_min: f64,
+    /// `max x` over that group.
+    pub group_max: f64,
     /// The scale of the shown channel's first group.
     pub scale: f64,
     /// Its zero point (asymmetric only).
@@ -1089,6 +1097,13 @@ fn quant_view(
     let g0 = quantized.layout().group_of(0, channel);
     let channel_grid: Vec<f64> = quantized.grid(g0).into_iter().map(f64::from).collect();
     let scale = quantized.scales().get(g0).copied().unwrap_or(0.0);
+    // The extremes the shown scale was computed from (its group's: the channel's first block
+    // per channel, token 0's run holding the channel per token, the whole tensor per tensor).
+    let (group_min, group_max) = memo
+        .extremes(s.tensor)
+        .as_ref()
+        .and_then(|e| e.of(quantized.layout(), g0))
+        .unwrap_or((mn, mx));
     let zero_point = quantized.zero_points().get(g0).copied();
     let n = x.data().len() as u64;
     let code_bytes = crate::quant::packed_code_bytes(n, config.bits);
@@ -1107,6 +1122,9 @@ fn quant_view(
         channel_max_abs: f64::from(mn.abs().max(mx.abs())),
         channel_min: f64::from(mn),
         channel_max: f64::from(mx),
+        group_max_abs: f64::from(group_min.abs().max(group_max.abs())),
+        group_min: f64::from(group_min),
+        group_max: f64::from(group_max),
         scale: f64::from(scale),
         zero_point,
         stats,
@@ -2448,6 +2466,57 @@ mod tests {
             window: 4,
             future: 4,
             ..Settings::default()
+        }
+    }
+
+    /// The scale formula's numbers are those of the group whose scale it shows: its extremes
+    /// give that scale, in every granularity and scheme (the page showed the channel's
+    /// extremes beside a per-token or per-tensor scale: "44.6 / 7 = 2.302").
+    #[test]
+    fn the_shown_scale_comes_from_the_shown_extremes() {
+        use crate::quant::{Granularity, Scheme};
+        for granularity in [
+            Granularity::PerChannel,
+            Granularity::PerToken,
+            Granularity::PerTensor,
+        ] {
+            for scheme in [Scheme::Symmetric, Scheme::Asymmetric] {
+                for group in [0, 5] {
+                    if group > 0 && granularity == Granularity::PerTensor {
+                        continue;
+                    }
+                    let s = Settings {
+                        granularity,
+                        scheme,
+                        group,
+                        ..small()
+                    };
+                    let mut lab = Lab::new(small()).unwrap();
+                    lab.update(&s).unwrap();
+                    let q = &lab.figures().quant;
+                    let from_extremes = match scheme {
+                        Scheme::Symmetric => q.group_max_abs / q.qmax as f64,
+                        Scheme::Asymmetric => (q.group_max - q.group_min) / q.qmax as f64,
+                    };
+                    let what = format!("{granularity:?} {scheme:?} group {group}");
+                    assert!(
+                        (from_extremes - q.scale).abs() <= 1e-6 * q.scale.abs(),
+                        "{what}: extremes give {from_extremes}, the scale is {}",
+                        q.scale
+                    );
+                    assert!(q.group_min <= q.group_max, "{what}");
+                    if granularity == Granularity::PerChannel && group == 0 {
+                        // (the whole channel is the group)
+                        assert_eq!((q.group_min, q.group_max), (q.channel_min, q.channel_max));
+                    }
+                    if granularity == Granularity::PerTensor {
+                        let x = lab.data().keys.data();
+                        let lo = x.iter().copied().fold(f32::INFINITY, f32::min);
+                        let hi = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        assert_eq!((q.group_min, q.group_max), (f64::from(lo), f64::from(hi)));
+                    }
+                }
+            }
         }
     }
 

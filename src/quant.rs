@@ -558,6 +558,17 @@ pub(crate) struct Extremes {
     finite: bool,
 }
 
+impl Extremes {
+    /// The smallest and largest value of group `group` under `layout`, if these are that
+    /// layout's extremes.
+    pub(crate) fn of(&self, layout: &GroupLayout, group: usize) -> Option<(f32, f32)> {
+        if self.layout != *layout {
+            return None;
+        }
+        Some((*self.lo.get(group)?, *self.hi.get(group)?))
+    }
+}
+
 /// [`quantize_reusing`], taking the per-group extremes from `memo` when they were found for
 /// this layout, else finding them and leaving them there. `memo` must only ever be given the
 /// same `x` (the lab keeps one per tensor of its data and clears it with the data). The result

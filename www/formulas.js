@@ -38,6 +38,9 @@ const gap = (em = 1.5) => {
 const name = (s) => el('mi', s); // multi-letter identifiers render upright
 
 /** A short number for formulas: 4 significant digits, plain integers as they are. */
+/** A number, a negative one with the minus sign (−), not a hyphen. */
+const signed = (v) => mn(v < 0 ? `−${num(-v)}` : num(v));
+
 export function num(v) {
   if (v === null || v === undefined || Number.isNaN(v)) return '—';
   if (v === Infinity) return '∞';
@@ -91,14 +94,14 @@ export const FORMULAS = {
       return math(
         sub(mi('scale'), mi('j')), eq(),
         frac(row(mo('max'), abs(sub('x', 'j'))), row(sup(mn(2), row(mi('b'), mo('−'), mn(1))), mo('−'), mn(1))),
-        eq(), frac(mn(num(q.channelMaxAbs)), mn(q.qmax)), eq(), mn(num(q.scale)),
+        eq(), frac(mn(num(q.groupMaxAbs)), mn(q.qmax)), eq(), mn(num(q.scale)),
       );
     }
     return math(
       sub(mi('scale'), mi('j')), eq(),
       frac(row(subsup(mi('x'), mi('j'), mi('max')), mo('−'), subsup(mi('x'), mi('j'), mi('min'))),
         row(sup(mn(2), mi('b')), mo('−'), mn(1))),
-      eq(), frac(row(mn(num(q.channelMax)), mo('−'), mn(num(q.channelMin))), mn(q.qmax)),
+      eq(), frac(row(signed(q.groupMax), mo('−'), q.groupMin < 0 ? row(mo('('), signed(q.groupMin), mo(')')) : signed(q.groupMin)), mn(q.qmax)),
       eq(), mn(num(q.scale)),
     );
   },

@@ -50,6 +50,34 @@ function loadMarks(page) {
     .filter((m) => m.name.startsWith('kvlab:load:')).map((m) => [m.name.slice(11), m.startTime])));
 }
 
+test('the scale formula\'s numbers give its result in every granularity and scheme', async () => {
+  // The numbers are the extremes of the group whose scale is shown (they were the channel's,
+  // beside a per-token or per-tensor scale: '44.6 / 7 = 2.302'); a negative minimum is
+  // subtracted in parentheses with a minus sign, not as '− -40.4'.
+  for (const query of ['', 'granularity=token&group=5', 'granularity=tensor', 'scheme=asym',
+    'scheme=asym&granularity=token', 'scheme=asym&granularity=tensor', 'granularity=channel&group=16']) {
+    const { page, problems } = await open(browser.context, urlWith(query));
+    const { numerator, denominator, result, text } = await page.evaluate(() => {
+      const math = document.querySelector('#f-scale math');
+      const numbers = [...math.querySelectorAll(':scope > mfrac')].at(-1);
+      return {
+        numerator: numbers.children[0].textContent,
+        denominator: numbers.children[1].textContent,
+        result: math.lastElementChild.textContent,
+        text: math.textContent,
+      };
+    });
+    assert.doesNotMatch(text, /[−-]\s*-/, `${query}: no double minus in ${text}`);
+    const value = Function(`return (${numerator.replaceAll('−', '-')});`)();
+    const ratio = value / Number(denominator);
+    const shown = Number(result);
+    assert.ok(Math.abs(ratio - shown) <= 2e-3 * Math.abs(shown),
+      `${query || 'default'}: ${numerator} / ${denominator} = ${ratio}, shown ${result}`);
+    assert.deepEqual(problems, []);
+    await page.close();
+  }
+});
+
 test('every chart draws something on first load', async () => {
   const { page, problems } = await open(browser.context, urlWith(''));
   for (const chart of FIRST_LOAD_CHARTS) {
