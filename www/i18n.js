@@ -7,7 +7,7 @@ export const TEXT = {
     'title': 'kvlab — KV-cache compression you can play with',
     'lede': 'A language model keeps a key and a value vector for every token it has seen: the KV cache. Two levers shrink it: make each token cheaper (quantization) and keep fewer tokens (selection). Move the controls; every number and chart below is recomputed live from the note’s formulas.',
     'lang.switch': '中文',
-    'lang.switch.label': 'Switch language',
+    'lang.switch.label': '中文: switch language',
     'reset': 'Reset',
     'share': 'Copy link',
     'share.done': 'Link copied',
@@ -222,6 +222,7 @@ export const TEXT = {
     'chart.tokens': 'token i',
     'chart.hist.title': 'Channel {channel}: values and the quantization grid',
     'chart.hist.x': 'value x',
+    'chart.hist.label': 'One channel: histogram of its values and the quantization grid',
     'chart.hist.y': 'count',
     'chart.hist.counts': 'values',
     'chart.hist.grid': 'grid points scale·(q − zp)',
@@ -364,7 +365,7 @@ export const TEXT = {
     'title': 'kvlab — 可以动手玩的 KV 缓存压缩',
     'lede': '语言模型为见过的每个 token 保存一个 key 和一个 value 向量，这就是 KV 缓存。两条路线可以让它变小：让每个 token 更便宜（量化），以及少保留一些 token（选择与稀疏化）。拖动控件，下面每个数字和图表都按笔记中的公式实时重算。',
     'lang.switch': 'English',
-    'lang.switch.label': '切换语言',
+    'lang.switch.label': 'English：切换语言',
     'reset': '重置',
     'share': '复制链接',
     'share.done': '链接已复制',
@@ -576,6 +577,7 @@ export const TEXT = {
     'chart.tokens': 'token i',
     'chart.hist.title': '通道 {channel}：数值与量化格点',
     'chart.hist.x': '数值 x',
+    'chart.hist.label': '一个通道：数值直方图与量化格点',
     'chart.hist.y': '个数',
     'chart.hist.counts': '数值',
     'chart.hist.grid': '格点 scale·(q − zp)',
@@ -818,6 +820,11 @@ export function applyLanguage(lang) {
   }
   for (const el of document.querySelectorAll('[data-i18n-label]')) {
     el.setAttribute('aria-label', t(lang, el.dataset.i18nLabel));
+  }
+  // Each PNG button names its chart (eleven buttons said the same).
+  for (const b of document.querySelectorAll('[data-png]')) {
+    const chart = document.querySelector(`canvas[data-chart="${b.dataset.png}"]`)?.getAttribute('aria-label');
+    if (chart) b.setAttribute('aria-label', `${t(lang, 'export.png.label')}: ${chart}`);
   }
   document.title = t(lang, 'title');
 }

@@ -47,6 +47,7 @@ const app = {
   client: null, // the engine connection (client.js)
   settings: null,
   good: null, // the settings of the view on screen
+  editing: null, // a number input being typed in, not yet committed (wire)
   figures: null,
   lang: 'en',
   dark: window.matchMedia('(prefers-color-scheme: dark)').matches,
@@ -220,7 +221,12 @@ function describeRepair(key, repair, repaired) {
     : fill(t(app.lang, 'repair.used'), { used }));
 }
 
-function clearErrors() {
+/**
+ * Clears the messages next to the controls. With `used` (the settings now in use), a control
+ * whose value was refused shows the value in use again (`except`, refused once more, keeps
+ * what was typed): a field never goes on showing a refused value without its message.
+ */
+function clearErrors(used = null, except = null) {
   // Only messages that are showing: rewriting an unchanged element still costs style and layout.
   for (const e of document.querySelectorAll('.control .error:not([hidden])')) {
     e.textContent = '';
@@ -228,7 +234,11 @@ function clearErrors() {
     delete e.dataset.value;
     app.shownErrors.delete(e);
   }
-  for (const c of document.querySelectorAll('[aria-invalid]')) c.removeAttribute('aria-invalid');
+  for (const c of document.querySelectorAll('[aria-invalid]')) {
+    c.removeAttribute('aria-invalid');
+    const key = c.dataset.key;
+    if (used && key && c !== except && key in used) writeControl(c, used[key]);
+  }
 }
 
 /** Writes a figure: `data-value` holds the exact value, the text a readable one. */
@@ -260,12 +270,14 @@ function settingFromControl(control) {
   return raw;
 }
 
+/** Shows setting value `v` in control `c` (not in a number being typed there). */
+function writeControl(c, v) {
+  if (c === app.editing && c === document.activeElement) return;
+  c.value = c.dataset.key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
+}
+
 function writeControls(s) {
-  for (const c of controls()) {
-    const key = c.dataset.key;
-    const v = s[key];
-    c.value = key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
-  }
+  for (const c of controls()) writeControl(c, s[c.dataset.key]);
   for (const o of document.querySelectorAll('[data-echo]')) o.textContent = String(s[o.dataset.echo]);
   $('#bits-value').textContent = String(s.bits);
   document.body.dataset.method = s.method;
@@ -285,7 +297,10 @@ function fitRanges(f) {
   setMax('#future', Math.max(0, f.data.steps - 1));
   const ch = $('#channel');
   if (ch.options.length !== f.data.channels + 1) {
-    const keep = ch.value;
+    // (the setting in use: a channel of a link was not an option yet when the controls were
+    // written, and the select fell back to auto)
+    const set = app.settings?.channel;
+    const keep = set === null || set === undefined ? ch.value : String(set);
     ch.replaceChildren();
     const auto = new Option(t(app.lang, 'quant.channel.auto'), 'auto');
     auto.dataset.i18n = 'quant.channel.auto';
@@ -439,7 +454,9 @@ function writeLevers(tg) {
   if (tg.fewerBits.pending) return;
   const per = {};
   for (const [name, l, unit, cost] of rows) {
-    if (!l.possible) {
+    // (a lever that saves no byte here, e.g. one bit fewer of a 1 x 1 tensor's one packed byte,
+    // is not one: no cost per KiB, no verdict)
+    if (!l.possible || l.bytesBefore <= l.bytesAfter) {
       const na = t(app.lang, 'lever.impossible');
       figure(`lever-${name}-saves`, 0, na);
       figure(`lever-${name}-cost`, 0, na);
@@ -450,10 +467,12 @@ function writeLevers(tg) {
     const c = cost(l);
     // Relative quality cost: RMSE grows, mass shrinks; both as a fraction of the before value.
     const rel = l.qualityBefore > 0 ? c / l.qualityBefore : c;
-    per[name] = saved > 0 ? rel / (saved / 1024) : Infinity;
+    per[name] = rel / (saved / 1024);
+    // Shown as the quality figure's own change (mass retained falls: −0.9%, not +0.9%).
+    const change = l.qualityBefore > 0 ? (l.qualityAfter - l.qualityBefore) / l.qualityBefore : null;
     figure(`lever-${name}-saves`, saved, bytes(saved));
-    figure(`lever-${name}-cost`, rel,
-      `${t(app.lang, unit)} ${num(l.qualityBefore)} → ${num(l.qualityAfter)} (${rel >= 0 ? '+' : ''}${(100 * rel).toFixed(1)}%)`);
+    figure(`lever-${name}-cost`, rel, `${t(app.lang, unit)} ${num(l.qualityBefore)} → ${num(l.qualityAfter)}`
+      + (change === null ? '' : ` (${change < 0 ? '−' : '+'}${(100 * Math.abs(change)).toFixed(1)}%)`));
     figure(`lever-${name}-per`, per[name], `${(100 * per[name]).toFixed(2)}% / KiB`);
   }
   const verdict = per.bits !== undefined && per.tokens !== undefined
@@ -883,6 +902,15 @@ function recordUrl(push, q = app.query) {
   }
 }
 
+/** Query `q` (the engine's, of settings sent in some language) in the page's language. */
+function inLanguage(q) {
+  const params = new URLSearchParams(q);
+  if ((params.get('lang') ?? 'en') === app.lang) return q;
+  if (app.lang === 'en') params.delete('lang');
+  else params.set('lang', app.lang);
+  return params.toString();
+}
+
 /**
  * Records the URL (push when a committed change is among those shown) two frames after the last
  * update; each update starts the count again. `app.urlTimer`: -1 while counting frames, a timer
@@ -943,11 +971,17 @@ async function flush() {
     const later = deferOffScreen(spec, defer);
     const reply = await request('update', { settings, draw: spec, defer, deferLever: !app.leversVisible });
     measureTimings(reply.timings, start);
-    clearErrors();
+    clearErrors(settings);
+    // A note on a stop is about the view before this one (a link's repairs stay: their values
+    // are still in use).
+    if (!app.urlNotes) showWarnings('#url-warnings', []);
     if (app.clamped && changed.has(app.clamped.field)) {
       const { control, ...said } = app.clamped;
       showError(control, errorText(said), said);
     }
+    // (the language may have been switched while the engine computed: the view and its link
+    // are in the page's language)
+    settings.lang = app.lang;
     app.good = settings;
     app.enginePending = leftForComplete(reply.figures);
     if ([...changed.keys()].some((k) => k in BOUNDED || BOUNDED_BY.has(k))) writeControls(app.good);
@@ -961,7 +995,7 @@ async function flush() {
     // navigation, which refetches and decodes the favicon, 5-30 ms: during a drag that was
     // taken from every frame.
     app.urlCommit ||= commit || app.lateCommit;
-    app.query = reply.query;
+    app.query = inLanguage(reply.query);
     scheduleUrl();
     // Input event to painted frame: the next animation frame starts after this one is painted.
     if (inputAt !== null) {
@@ -976,7 +1010,7 @@ async function flush() {
     const field = e.field;
     const byField = field && document.querySelector(`[data-key="${field}"]`);
     const control = byField || [...changed.values()].pop() || null;
-    clearErrors();
+    clearErrors(app.good, control);
     showError(control, errorText(e), e);
     for (const key of changed.keys()) {
       if (!app.pending.has(key)) app.settings[key] = app.good[key];
@@ -1115,6 +1149,7 @@ async function setLanguage(lang) {
   }
   if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
   if (app.urlNotes) showUrlWarnings(app.urlNotes);
+  if (!$('#progress').hidden) writeStage();
   for (const [slot, e] of app.shownErrors) if (!slot.hidden) slot.textContent = errorText(e);
   if (app.ahead && !app.figures) {
     // (the engine has no view yet: the one drawn ahead, worded again)
@@ -1411,8 +1446,19 @@ function stop() {
 
 function wire() {
   for (const c of controls()) {
-    c.addEventListener('input', () => schedule(c, false));
-    c.addEventListener('change', () => schedule(c, true));
+    // A number being typed is used once it is committed (Enter, leaving the field, or its
+    // arrows, which commit at once): the keystrokes on the way are not values. ("1" on the way
+    // to "1024" in Tokens T took B, r and w down to 1 for good, and a reply to it could
+    // overwrite the digits typed after it.) Sliders and selects are live.
+    const typed = c.type === 'number';
+    c.addEventListener('input', () => {
+      if (typed) app.editing = c;
+      else schedule(c, false);
+    });
+    c.addEventListener('change', () => {
+      if (app.editing === c) app.editing = null;
+      schedule(c, true);
+    });
   }
   $('#reset').addEventListener('click', async () => {
     try {
@@ -1424,6 +1470,8 @@ function wire() {
     await busyWhile(async () => {
       const fresh = { ...(await request('defaults', {})), lang: app.lang };
       await useGenerated(fresh, true);
+      // (what was said of the link opened, or of a stop, is about a view that is gone)
+      showWarnings('#url-warnings', []);
     }).catch((e) => reportError(null, e));
   });
   $('#share').addEventListener('click', async () => {
@@ -1631,6 +1679,9 @@ async function main() {
       query = '';
     }
   }
+  // Figures are not live regions: an <output> is one (role status) by default, and a screen
+  // reader would read out dozens of them at every move of a slider (#status says what happens).
+  for (const o of document.querySelectorAll('output')) o.setAttribute('aria-live', 'off');
   const urlLang = new URLSearchParams(query).get('lang');
   app.lang = initialLanguage(urlLang);
   app.labels = chartLabels(app.lang);

@@ -151,3 +151,19 @@ test('a quantization control redraws what it changes, not the policy strips (whi
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('levers: a quality change is shown with its sign; a lever that saves nothing is not one', async () => {
+  const shown = (p, name) => p.locator(`[data-figure="${name}"]`).first().textContent();
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  // Fewer tokens lower the mass retained: shown as a fall, and the RMSE of one bit fewer as a rise.
+  assert.match(await shown(page, 'lever-tokens-cost'), /→ [\d.]+ \(−\d+\.\d%\)$/);
+  assert.match(await shown(page, 'lever-bits-cost'), /→ [\d.]+ \(\+\d+\.\d%\)$/);
+  assert.ok(await figure(page, 'lever-tokens-per') > 0);
+  await page.close();
+  // One token of one channel: one bit fewer saves no byte (its codes fill one byte either way).
+  const tiny = await open(browser.context, urlWith({ tokens: 1, steps: 1, channels: 1 }));
+  assert.equal(await shown(tiny.page, 'lever-bits-per'), 'not possible here');
+  assert.doesNotMatch(await tiny.page.locator('#together').textContent(), /Infinity|NaN/);
+  assert.deepEqual([...problems, ...tiny.problems], []);
+  await tiny.page.close();
+});

@@ -36,6 +36,52 @@ test('a link reproduces the view exactly (controls, generator and seed)', async 
   await second.page.close();
 });
 
+test('a number typed key by key is used once committed; the keystrokes on the way change nothing', async () => {
+  // Typing 1024 into Tokens T used to apply 1, then 10, 102, 1024: the 1 took B, r, w down to
+  // 1 and the future steps to 0, for good.
+  // (a link, so that no view an earlier test left in this browser's storage is restored)
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  const start = await page.evaluate(() => location.search);
+  const tokens = page.locator('#tokens');
+  await tokens.click({ clickCount: 3 });
+  await page.keyboard.type('1024', { delay: 60 });
+  await page.waitForTimeout(300);
+  assert.equal(await page.evaluate(() => document.body.dataset.busy), undefined, 'nothing computed while typing');
+  assert.equal(await tokens.inputValue(), '1024', 'no reply overwrote the digits');
+  await page.keyboard.press('Tab');
+  await settle(page);
+  assert.equal(await tokens.inputValue(), '1024');
+  assert.equal(await page.locator('#budget-b').inputValue(), '128', 'B kept');
+  assert.equal(await page.locator('#recent').inputValue(), '32', 'r kept');
+  assert.equal(await figure(page, 'kept-count'), 128);
+  await page.waitForFunction((was) => location.search !== was, start);
+  assert.equal(await page.evaluate(() => location.search), '?tokens=1024');
+  // The number's arrows commit at once, as a slider does.
+  await tokens.focus();
+  await page.keyboard.press('ArrowUp');
+  await settle(page);
+  assert.equal(await tokens.inputValue(), '1025');
+  assert.match(await figureText(page, 'data-description'), /T=1025/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('a refused value leaves its field once another change is shown; a link\'s channel is shown', async () => {
+  const { page, problems } = await open(browser.context, urlWith('channel=5'));
+  assert.equal(await page.locator('#channel').inputValue(), '5', 'the select shows the link\'s channel');
+  assert.match(await figureText(page, 'data-description'), /T=512/);
+  await setNumber(page, 'Tokens T', 0);
+  const err = page.locator('#tokens').locator('xpath=..').locator('.error');
+  await err.waitFor({ state: 'visible' });
+  assert.equal(await page.locator('#tokens').inputValue(), '0', 'what was typed stays beside its message');
+  await choose(page, 'Scheme', 'asymmetric');
+  assert.equal(await err.isVisible(), false);
+  assert.equal(await page.locator('#tokens').inputValue(), '512', 'the field shows the T in use again');
+  assert.equal(await page.locator('#channel').inputValue(), '5');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('back and forward walk through committed changes', async () => {
   const { page, problems } = await open(browser.context, urlWith({ budget: 100 }));
   await setNumber(page, 'Budget B', 60);
@@ -365,6 +411,26 @@ test('repaired link values and refused typed values are worded in the page\'s la
   assert.equal(await page.locator('#sinks').locator('xpath=..').locator('.error').textContent(),
     'sinks 1000 is out of range: must be in 0..=128 (the budget B)');
   assert.equal(await warn.textContent(), `Some link parameters were repaired: ${await warn.getAttribute('data-value')}`);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+test('the language switched while a change is computed: the link keeps the language', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ channels: 256, steps: 256, lang: 'en' }));
+  const tokens = page.locator('#tokens');
+  await tokens.fill('32768');
+  await tokens.press('Enter');
+  // (the engine is busy with T = 32,768 for a while: the switch lands before its reply)
+  await page.locator('body[data-busy]').waitFor();
+  await page.locator('#lang').click();
+  await settle(page);
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('tokens') === '32768');
+  const params = new URLSearchParams(await page.evaluate(() => location.search));
+  assert.equal(params.get('lang'), 'zh', `the link says the page's language: ${params}`);
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'zh-CN');
+  // (back to English for the next tests: the language is remembered)
+  await page.locator('#lang').click();
+  await settle(page);
   assert.deepEqual(problems, []);
   await page.close();
 });

@@ -116,3 +116,28 @@ test('update timing per control (performance.measure kvlab:update)', async () =>
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('names for assistive technology: each PNG button its chart, the language button its label, figures not live', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
+  for (const lang of ['en', 'zh']) {
+    if ((await page.evaluate(() => document.documentElement.lang.slice(0, 2))) !== lang) {
+      await page.locator('#lang').click();
+      await page.waitForFunction((l) => document.documentElement.lang.startsWith(l), lang);
+    }
+    const names = await page.evaluate(() => ({
+      png: [...document.querySelectorAll('[data-png]')].map((b) => b.getAttribute('aria-label')),
+      lang: [document.querySelector('#lang').textContent, document.querySelector('#lang').getAttribute('aria-label')],
+      hist: document.querySelector('canvas[data-chart="hist"]').getAttribute('aria-label'),
+      live: [...document.querySelectorAll('output')].filter((o) => o.getAttribute('aria-live') !== 'off').length,
+    }));
+    assert.equal(new Set(names.png).size, names.png.length, `${lang}: ${names.png.join(' | ')}`);
+    assert.ok(names.lang[1].includes(names.lang[0]), `${lang}: '${names.lang[1]}' holds '${names.lang[0]}'`);
+    assert.ok(!/^value x$|^数值 x$/.test(names.hist), `${lang}: the histogram is named ${names.hist}`);
+    assert.equal(names.live, 0, 'no figure is a live region');
+  }
+  // (back to English: the language is remembered, and the next tests read English labels)
+  await page.locator('#lang').click();
+  await page.waitForFunction(() => document.documentElement.lang.startsWith('en'));
+  assert.deepEqual(problems, []);
+  await page.close();
+});
