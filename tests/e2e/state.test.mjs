@@ -434,3 +434,15 @@ test('the language switched while a change is computed: the link keeps the langu
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('Reset clears what was said of the link opened', async () => {
+  const { page, problems } = await open(browser.context, urlWith('bits=99'));
+  const warn = page.locator('#url-warnings');
+  await warn.waitFor({ state: 'visible' });
+  await page.locator('#reset').click();
+  await settle(page);
+  assert.equal(await warn.isVisible(), false, 'the note on bits 99 is gone with the view it was about');
+  assert.equal(await page.locator('#bits').inputValue(), '4');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
