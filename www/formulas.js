@@ -38,6 +38,9 @@ const gap = (em = 1.5) => {
 const name = (s) => el('mi', s); // multi-letter identifiers render upright
 
 /** A short number for formulas: 4 significant digits, plain integers as they are. */
+/** Tokens `a` to `b` (counted from 1, as the note does) as a set; null when empty. */
+const span = (a, b) => (a > b ? null : row(mo('{'), mn(a), ...(a < b ? [mo('…'), mn(b)] : []), mo('}')));
+
 /** A number, a negative one with the minus sign (−), not a hyphen. */
 const signed = (v) => mn(v < 0 ? `−${num(-v)}` : num(v));
 
@@ -158,16 +161,18 @@ export const FORMULAS = {
   },
   'f-keep': (f, s, tr) => {
     const t = f.data.tokens;
+    const recent = span(f.select.recentStart + 1, t);
     if (s.method === 'streaming') {
-      return math(mi('𝒦'), eq(), row(mo('{'), mn(1), mo('…'), mn(Math.min(s.sinks, s.budget)), mo('}')), mo('∪'),
-        row(mo('{'), mn(f.select.recentStart + 1), mo('…'), mn(t), mo('}')),
-        gap(), mtext(`s = ${Math.min(s.sinks, s.budget)}`));
+      const sinks = Math.min(s.sinks, s.budget);
+      const parts = [span(1, sinks), recent].filter(Boolean);
+      return math(mi('𝒦'), eq(), ...(parts.length ? parts.flatMap((p, i) => (i ? [mo('∪'), p] : [p])) : [mo('∅')]),
+        gap(), mtext(`s = ${sinks}`));
     }
     const heavy = Math.max(0, s.budget - Math.min(s.recent, t));
     return math(mi('𝒦'), eq(), mi('TopK'), row(mo('('), mi('score'), mo(','), row(mi('B'), mo('−'), mi('r')), mo(')')),
       mo('∪'), row(mo('{'), row(mi('T'), mo('−'), mi('r'), mo('+'), mn(1)), mo(','), mo('…'), mo(','), mi('T'), mo('}')),
       eq(), mi('TopK'), row(mo('('), mi('score'), mo(','), mn(heavy), mo(')')),
-      mo('∪'), row(mo('{'), mn(f.select.recentStart + 1), mo('…'), mn(t), mo('}')));
+      mo('∪'), recent ?? mo('∅'));
   },
   'f-rtoken': (f) => math(sub('R', 'token'), eq(), frac(sub('T', 'total'), sub('T', 'kept')), eq(),
     frac(mn(f.data.tokens), mn(f.select.keptCount)), eq(), mn(num(f.select.rToken))),

@@ -309,6 +309,10 @@ function fitRanges(f) {
     ch.value = [...ch.options].some((o) => o.value === keep) ? keep : 'auto';
   }
   if ($('#use-generated').hidden !== f.data.generated) $('#use-generated').hidden = f.data.generated;
+  // The generator's controls do nothing to uploaded data: off while it is in use.
+  for (const c of document.querySelectorAll('#data > .controls [data-key]')) {
+    if (c.disabled === f.data.generated) c.disabled = !f.data.generated;
+  }
 }
 
 /**
@@ -360,8 +364,10 @@ function writeFigures(f) {
   figure('bytes-final', b.data.m_final, bytes(b.data.m_final));
   figure('bytes-final-2', b.data.m_final, bytes(b.data.m_final));
   figure('bytes-fp-data', b.data.m_fp, bytes(b.data.m_fp));
-  figure('gib-final', b.modelGibFinal, `${b.modelGibFinal.toFixed(3)} GiB`);
-  figure('gib-fp', b.modelGibFp, `${b.modelGibFp.toFixed(3)} GiB`);
+  // (a small model's cache in a smaller unit: not '0.000 GiB')
+  const gib = (v) => (v < 0.01 ? bytes(Math.round(v * 1024 ** 3)) : `${v.toFixed(3)} GiB`);
+  figure('gib-final', b.modelGibFinal, gib(b.modelGibFinal));
+  figure('gib-fp', b.modelGibFp, gib(b.modelGibFp));
   figure('r-overall', f.together.rOverall, fmt.ratio(f.together.rOverall));
   figure('data-description', f.data.description, describeData(f.data));
 
@@ -1013,7 +1019,16 @@ async function flush() {
     clearErrors(app.good, control);
     showError(control, errorText(e), e);
     for (const key of changed.keys()) {
-      if (!app.pending.has(key)) app.settings[key] = app.good[key];
+      if (app.pending.has(key)) continue;
+      app.settings[key] = app.good[key];
+      // A control moved with the refused change shows the value in use again (B moved below
+      // the sinks went on showing 98 beside a view of 128); the refused one keeps what was typed.
+      const c = document.querySelector(`[data-key="${key}"]`);
+      if (c && c !== control) {
+        writeControl(c, app.good[key]);
+        for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = String(app.good[key]);
+        if (key === 'bits') $('#bits-value').textContent = String(app.good.bits);
+      }
     }
   } finally {
     app.inFlight = false;
@@ -1339,6 +1354,7 @@ function onFiles(input) {
 async function readFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
+  input.removeAttribute('aria-invalid'); // (the last pick's refusal goes with its message)
   const errors = []; // every refused file keeps its own message (worded again on a language switch)
   for (const file of input.files) {
     if (file.size > MAX_UPLOAD) {

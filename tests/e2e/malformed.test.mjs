@@ -317,6 +317,20 @@ test('a link asking for more values than generated data holds keeps its T and is
   await page.close();
 });
 
+test('a slider moved into a refused view goes back to the value in use, its echo too', async () => {
+  // B below StreamingLLM's 128 sinks: refused (the message at the sinks), the view stays at 128.
+  const { page, problems } = await open(browser.context, urlWith('method=streaming&sinks=128'));
+  await setNumber(page, 'Budget B', 98);
+  const err = page.locator('#sinks').locator('xpath=..').locator('.error');
+  await err.waitFor({ state: 'visible' });
+  assert.match(await err.textContent(), /sinks 128 is out of range: must be in 0\.\.=98 \(the budget B\)/);
+  assert.equal(await page.locator('#budget-b').inputValue(), '128');
+  assert.equal(await page.locator('[data-echo="budget"]').first().textContent(), '128');
+  assert.equal(await figure(page, 'kept-count'), 128);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('SnapKV on two tokens: the pooling kernel follows T, and the rest of the link stays', async () => {
   // The default kernel 7 is wider than 2 T + 1 = 5: it used to be refused, and the whole link
   // with it (every setting's default, bits and method too).

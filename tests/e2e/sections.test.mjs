@@ -167,3 +167,25 @@ test('levers: a quality change is shown with its sign; a lever that saves nothin
   assert.deepEqual([...problems, ...tiny.problems], []);
   await tiny.page.close();
 });
+
+test('the keep formula shows no empty range; a small model\'s cache is not 0.000 GiB', async () => {
+  const keep = async (query) => {
+    const { page, problems } = await open(browser.context, urlWith(query));
+    const text = await page.locator('#f-keep').textContent();
+    assert.deepEqual(problems, []);
+    await page.close();
+    return text;
+  };
+  // No sinks: the recent window alone; sinks filling B: no recent range {513…512}.
+  assert.match(await keep('method=streaming&sinks=0&budget=20'), /^𝒦=\{493…512\}s = 0$/);
+  assert.match(await keep('method=streaming&sinks=128'), /^𝒦=\{1…128\}s = 128$/);
+  // r = 0: TopK alone and the empty set for the recent window.
+  assert.match(await keep('recent=0'), /=TopK\(score,128\)∪∅$/);
+  const { page, problems } = await open(browser.context,
+    urlWith('model=custom&layers=2&kv_heads=3&head_dim=5&fp_bytes=4&context=100&batch=3'));
+  const text = await page.locator('#budget figcaption').nth(1).textContent();
+  assert.doesNotMatch(text, /0\.000 GiB/);
+  assert.match(text, /KiB \/ [\d.]+ KiB/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});

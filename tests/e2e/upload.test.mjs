@@ -53,10 +53,15 @@ test('the file readers are a second wasm module, fetched on the first upload and
   await settle(page);
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded: attention \[S=16, T=40\]/);
   assert.equal(await figure(page, 'kept-count'), 20);
+  // The generator's controls do nothing to uploaded data: off while it is in use (typing T
+  // there used to take B along while the data stayed T = 40).
+  const generator = () => page.locator('#data > .controls [data-key]').evaluateAll((cs) => cs.map((c) => c.disabled));
+  assert.deepEqual(new Set(await generator()), new Set([true]));
   // back to generated data: an upload in use is saved for the next visit (this context's next test)
   await page.getByRole('button', { name: 'Back to generated data' }).click();
   await settle(page);
   assert.doesNotMatch(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
+  assert.deepEqual(new Set(await generator()), new Set([false]));
   assert.deepEqual(problems, []);
   await page.close();
 });
