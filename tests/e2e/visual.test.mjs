@@ -26,6 +26,12 @@ function layoutFaults(page) {
         if (node.nodeType === Node.TEXT_NODE && node.textContent.trim()) out.push(`figcaption has loose text '${node.textContent.trim()}'`);
       }
     }
+    // What scrolls sideways (a formula, a table on a phone) shows that more is hidden.
+    for (const el of document.querySelectorAll('.formula, table')) {
+      if (el.scrollWidth > el.clientWidth + 1 && !getComputedStyle(el).backgroundImage.includes('radial-gradient')) {
+        out.push(`${name(el)} scrolls sideways with nothing showing that it does`);
+      }
+    }
     for (const panel of document.querySelectorAll('.panel')) {
       const edge = panel.getBoundingClientRect().right;
       for (const el of panel.querySelectorAll('*')) {
