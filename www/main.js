@@ -264,8 +264,10 @@ function settingFromControl(control) {
   const raw = control.value;
   if (key === 'channel') return raw === 'auto' ? null : Number(raw);
   if (NUMERIC.has(key)) {
+    // What is not a whole number goes as typed: the engine's check names it (an empty field
+    // is not 0, nor 2.5 silently 3).
     const n = Number(raw);
-    return Number.isFinite(n) ? Math.round(n) : raw;
+    return raw.trim() !== '' && Number.isSafeInteger(n) ? n : raw;
   }
   return raw;
 }

@@ -317,6 +317,24 @@ test('a link asking for more values than generated data holds keeps its T and is
   await page.close();
 });
 
+test('an empty field or a decimal typed into a whole-number control is refused by name, not made 0 or rounded', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ seed: 7 }));
+  const before = await snapshot(page);
+  for (const [label, id, typed, said] of [
+    ['Seed', 'seed', '', "seed '' is not a number: must be an integer in 0..=9007199254740992"],
+    ['Outlier channels', 'outliers', '2.5', 'outliers 2.5 is out of range: must be an integer in 0..=1024'],
+    ['Tokens T', 'tokens', '', "tokens '' is not a number: must be an integer in 1..=131072"],
+  ]) {
+    await setNumber(page, label, typed);
+    const err = page.locator(`#${id}`).locator('xpath=..').locator('.error');
+    await err.waitFor({ state: 'visible' });
+    assert.equal(await err.textContent(), said);
+    assert.deepEqual(await snapshot(page), before, 'the last good view stays');
+  }
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 test('a slider moved into a refused view goes back to the value in use, its echo too', async () => {
   // B below StreamingLLM's 128 sinks: refused (the message at the sinks), the view stays at 128.
   const { page, problems } = await open(browser.context, urlWith('method=streaming&sinks=128'));
