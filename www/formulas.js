@@ -156,7 +156,7 @@ export const FORMULAS = {
     const lhs = s.method === 'snapkv' ? subsup(mi('score'), mi('i'), mi('snap')) : sub(mi('score'), mi('i'));
     const note = s.method === 'snapkv'
       ? mtext(`(${fill(tr('formula.last-w'), { w: s.window, S: f.data.steps })}${s.pool === 'none' ? '' : `, ${tr(`pool.${s.pool}`)}, k = ${s.kernel}`})`)
-      : mtext(`(T_obs = ${f.data.steps})`);
+      : mtext(`(T_obs = ${f.data.steps}${s.method === 'streaming' ? `; ${tr('formula.streaming-unused')}` : ''})`);
     return math(lhs, eq(), sum, sub(mi('a'), row(mi('t'), mo(','), mi('i'))), gap(), note);
   },
   'f-keep': (f, s, tr) => {
