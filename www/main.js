@@ -272,16 +272,17 @@ function settingFromControl(control) {
   return raw;
 }
 
-/** Shows setting value `v` in control `c` (not in a number being typed there). */
+/** Shows setting value `v` in control `c` and its echoes (not in a number being typed there). */
 function writeControl(c, v) {
   if (c === app.editing && c === document.activeElement) return;
-  c.value = c.dataset.key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
+  const key = c.dataset.key;
+  c.value = key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
+  for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = String(v);
+  if (key === 'bits') $('#bits-value').textContent = String(v);
 }
 
 function writeControls(s) {
   for (const c of controls()) writeControl(c, s[c.dataset.key]);
-  for (const o of document.querySelectorAll('[data-echo]')) o.textContent = String(s[o.dataset.echo]);
-  $('#bits-value').textContent = String(s.bits);
   document.body.dataset.method = s.method;
   document.body.dataset.model = s.model === 'custom' ? 'custom' : 'preset';
 }
@@ -1026,11 +1027,7 @@ async function flush() {
       // A control moved with the refused change shows the value in use again (B moved below
       // the sinks went on showing 98 beside a view of 128); the refused one keeps what was typed.
       const c = document.querySelector(`[data-key="${key}"]`);
-      if (c && c !== control) {
-        writeControl(c, app.good[key]);
-        for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = String(app.good[key]);
-        if (key === 'bits') $('#bits-value').textContent = String(app.good.bits);
-      }
+      if (c && c !== control) writeControl(c, app.good[key]);
     }
   } finally {
     app.inFlight = false;
