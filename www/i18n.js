@@ -332,6 +332,7 @@ export const TEXT = {
     'budget.fit-fp': 'uncompressed:',
     'budget.tokens': 'tokens',
     'warn.url': 'Some link parameters were repaired: ',
+    'warn.restored': 'This is the last view kept in this browser; Reset gives the defaults.',
     // A value the engine refused or repaired (kvlab::state::Repair), by its kind; in English
     // these are the engine's own messages.
     'repair.outOfRange': '{key} {raw} is out of range: must be an integer in {lo}..={hi}',
@@ -689,6 +690,7 @@ export const TEXT = {
     'budget.fit-fp': '未压缩：',
     'budget.tokens': '个 token',
     'warn.url': '链接中的部分参数已修正：',
+    'warn.restored': '这是本浏览器保存的上次视图；“重置”恢复默认值。',
     'repair.outOfRange': '{key} {raw} 超出范围：应为 {lo}..={hi} 内的整数',
     'repair.notANumber': '{key}「{raw}」不是数字：应为 {lo}..={hi} 内的整数',
     'repair.notOneOf': '{key}「{raw}」不是 {options} 之一',

@@ -48,6 +48,8 @@ const app = {
   settings: null,
   good: null, // the settings of the view on screen
   editing: null, // a number input being typed in, not yet committed (wire)
+  restored: false, // the view opened is the one kept in this browser (no query in the address)
+  note: null, // the i18n key of the page's own note in #url-warnings (showNote)
   figures: null,
   lang: 'en',
   dark: window.matchMedia('(prefers-color-scheme: dark)').matches,
@@ -1163,6 +1165,7 @@ async function setLanguage(lang) {
   }
   if (app.uploadNotes) showUploadWarnings({ warnings: app.uploadNotes });
   if (app.urlNotes) showUrlWarnings(app.urlNotes);
+  if (app.note) showNote(app.note);
   if (!$('#progress').hidden) writeStage();
   for (const [slot, e] of app.shownErrors) if (!slot.hidden) slot.textContent = errorText(e);
   if (app.ahead && !app.figures) {
@@ -1198,7 +1201,10 @@ function download(name, blob) {
 
 function showWarnings(target, list) {
   if (target === '#upload-warnings') app.uploadNotes = null;
-  if (target === '#url-warnings') app.urlNotes = null;
+  if (target === '#url-warnings') {
+    app.urlNotes = null;
+    app.note = null;
+  }
   const el = $(target);
   if (!list.length) {
     if (!el.hidden) el.hidden = true;
@@ -1206,6 +1212,12 @@ function showWarnings(target, list) {
   }
   el.textContent = list.join(' · ');
   el.hidden = false;
+}
+
+/** A note of the page's own in the link's box (`key`: its text), worded again on a switch. */
+function showNote(key) {
+  showWarnings('#url-warnings', [t(app.lang, key)]);
+  app.note = key;
 }
 
 /**
@@ -1455,7 +1467,7 @@ function stop() {
     await request('draw', { draw: drawSpec(chartsOf(ALL)) });
     clearErrors();
     show(reply.settings, reply.figures, await request('toQuery', { settings: reply.settings }), false);
-    showWarnings('#url-warnings', [t(app.lang, 'progress.stopped')]);
+    showNote('progress.stopped');
   }).catch((e) => reportError(null, e));
 }
 
@@ -1693,6 +1705,7 @@ async function main() {
     } catch {
       query = '';
     }
+    app.restored = query !== '';
   }
   // Figures are not live regions: an <output> is one (role status) by default, and a screen
   // reader would read out dozens of them at every move of a slider (#status says what happens).
@@ -1871,7 +1884,10 @@ async function main() {
  */
 function present(view, live = true) {
   showUrlWarnings(view.warnings);
-  if (view.stopped) showWarnings('#url-warnings', [t(app.lang, 'progress.stopped.first')]);
+  if (view.stopped) showNote('progress.stopped.first');
+  // A bare address opens the last view kept in this browser (a shared classroom computer shows
+  // the last person's): said until the next change.
+  else if (app.restored && !view.warnings.length) showNote('warn.restored');
   if (!app.listed) {
     app.listed = true;
     const modelSel = $('#model');

@@ -193,9 +193,13 @@ test('the last view survives a reload; Reset returns to the defaults', async () 
   await page.goto(urlWith(''));
   await page.locator('body[data-state="ready"]').waitFor();
   assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '6');
+  // (the page says the view is the one kept, and how to get the defaults)
+  const note = page.locator('#url-warnings');
+  assert.equal(await note.textContent(), 'This is the last view kept in this browser; Reset gives the defaults.');
   await page.getByRole('button', { name: 'Reset' }).click();
   await settle(page);
   assert.equal(await page.getByLabel('Bits', { exact: true }).inputValue(), '4');
+  assert.equal(await note.isVisible(), false);
   assert.deepEqual(problems, []);
   await page.close();
 });
