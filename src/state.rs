@@ -467,6 +467,24 @@ impl Parser {
         });
     }
 
+    /// Caps `value` (setting `key`) at `limit`, a bound another setting sets (`what`): said
+    /// when the query gave `key` (`said`), followed silently when it did not.
+    fn cap(&mut self, said: bool, key: &str, value: &mut usize, limit: usize, what: &str) {
+        if *value > limit {
+            if said {
+                self.warn(
+                    key,
+                    Repair::AtMost {
+                        value: *value,
+                        what: what.into(),
+                        limit,
+                    },
+                );
+            }
+            *value = limit;
+        }
+    }
+
     fn int<T>(&mut self, key: &str, raw: &str, lo: T, hi: T) -> Option<T>
     where
         T: Copy + PartialOrd + std::fmt::Display + TryFrom<i128>,
@@ -842,37 +860,13 @@ impl Settings {
             }
         }
         let said = |key: &str| every_key_given || given.iter().any(|g| g == key);
-        if s.steps > s.tokens {
-            if said("steps") {
-                p.warn(
-                    "steps",
-                    Repair::AtMost {
-                        value: s.steps,
-                        what: "tokens".into(),
-                        limit: s.tokens,
-                    },
-                );
-            }
-            s.steps = s.tokens;
-        }
+        p.cap(said("steps"), "steps", &mut s.steps, s.tokens, "tokens");
         // Generated data holds at most MAX_ELEMENTS values per matrix: the attention S x T and
         // the keys and values T x d. Steps and channels are bounded by T (as steps is by T above).
         let per_token =
             usize::try_from(MAX_ELEMENTS / s.tokens.max(1) as u64).unwrap_or(usize::MAX);
         for (key, value) in [("steps", &mut s.steps), ("channels", &mut s.channels)] {
-            if *value > per_token {
-                if said(key) {
-                    p.warn(
-                        key,
-                        Repair::AtMost {
-                            value: *value,
-                            what: "64 Mi / tokens".into(),
-                            limit: per_token,
-                        },
-                    );
-                }
-                *value = per_token;
-            }
+            p.cap(said(key), key, value, per_token, "64 Mi / tokens");
         }
         if s.future >= s.steps {
             let limit = s.steps - 1;
@@ -900,19 +894,7 @@ impl Settings {
             ("outliers", &mut s.outliers, s.channels, "channels"),
             ("skewed", &mut s.skewed, s.channels, "channels"),
         ] {
-            if *value > limit {
-                if said(key) {
-                    p.warn(
-                        key,
-                        Repair::AtMost {
-                            value: *value,
-                            what: what.into(),
-                            limit,
-                        },
-                    );
-                }
-                *value = limit;
-            }
+            p.cap(said(key), key, value, limit, what);
         }
         Parsed {
             settings: s,
