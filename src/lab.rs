@@ -2417,30 +2417,27 @@ mod tests {
         s.outliers = 8;
         s.skewed = 6;
         let mut lab = Lab::new(s).expect("lab");
-        lab.load_file("a.csv", attn.as_bytes()).expect("a");
-        lab.load_file("k.csv", keys.as_bytes()).expect("k");
-        let choice = UploadChoice {
-            attention: "a.csv".into(),
-            keys: "k.csv".into(),
-            ..UploadChoice::default()
+        // Attention and keys uploaded as CSV files and used.
+        let upload = |lab: &mut Lab, name: &str, attention: &str, keys: &str| {
+            let (a, k) = (format!("{name}.a.csv"), format!("{name}.k.csv"));
+            lab.load_file(&a, attention.as_bytes()).expect("attention");
+            lab.load_file(&k, keys.as_bytes()).expect("keys");
+            let choice = UploadChoice {
+                attention: a,
+                keys: k,
+                ..UploadChoice::default()
+            };
+            lab.use_uploaded(&choice).expect("use_uploaded");
+            lab.settings().clone()
         };
-        lab.use_uploaded(&choice).expect("use_uploaded");
-        let after = lab.settings().clone();
+        let after = upload(&mut lab, "first", &attn, &keys);
         assert_eq!((after.tokens, after.steps, after.channels), (20, 6, 4));
         assert_eq!(after.validate(), Ok(()));
         assert_eq!((after.budget, after.recent, after.window), (20, 20, 6));
         assert_eq!((after.outliers, after.skewed), (4, 4));
         lab.update(&after).expect("the page's next update");
         // Two tokens: SnapKV's pooling kernel (7) follows to 2 T + 1 = 5.
-        lab.load_file("a2.csv", b"1,2\n3,4\n").expect("a2");
-        lab.load_file("k2.csv", b"1\n2\n").expect("k2");
-        let choice = UploadChoice {
-            attention: "a2.csv".into(),
-            keys: "k2.csv".into(),
-            ..UploadChoice::default()
-        };
-        lab.use_uploaded(&choice).expect("use_uploaded T = 2");
-        let after = lab.settings().clone();
+        let after = upload(&mut lab, "two-tokens", "1,2\n3,4\n", "1\n2\n");
         assert_eq!((after.tokens, after.kernel), (2, 5));
         assert_eq!(after.validate(), Ok(()));
         lab.update(&Settings {
