@@ -1096,6 +1096,12 @@ function schedule(control, commit) {
     s.future = Math.min(s.future, Math.max(0, S - 1));
     for (const k of ['budget', 'recent', 'window', 'future']) app.pending.set(k, control);
   }
+  // A shown channel the new d does not have goes back to auto, silently (as the outlier
+  // channels follow d down).
+  if (key === 'channels' && Number.isFinite(value) && app.settings.channel >= value) {
+    app.settings.channel = null;
+    app.pending.set('channel', control);
+  }
   if (key === 'bits') $('#bits-value').textContent = control.value;
   for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;
   if (key === 'method') document.body.dataset.method = control.value;

@@ -450,3 +450,14 @@ test('Reset clears what was said of the link opened', async () => {
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('a shown channel the new d does not have goes back to auto, as the outlier channels follow d', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ channel: 50 }));
+  assert.equal(await page.locator('#channel').inputValue(), '50');
+  await setNumber(page, 'Channels d', 10);
+  assert.equal(await page.locator('.control .error:not([hidden])').count(), 0, 'nothing refused');
+  assert.equal(await page.locator('#channel').inputValue(), 'auto');
+  assert.match(await figureText(page, 'data-description'), /d=10 \(4 outlier channels/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
