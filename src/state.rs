@@ -485,14 +485,19 @@ impl Parser {
         }
     }
 
+    /// An integer setting in `lo..=hi`, repaired with a message when outside it or not one.
     fn int<T>(&mut self, key: &str, raw: &str, lo: T, hi: T) -> Option<T>
     where
-        T: Copy + PartialOrd + std::fmt::Display + TryFrom<i128>,
+        T: Copy + TryFrom<i128>,
+        i128: TryFrom<T>,
     {
-        let (lo_i, hi_i) = (
-            lo.to_string().parse::<i128>().unwrap_or(0),
-            hi.to_string().parse::<i128>().unwrap_or(0),
-        );
+        let bound = |v: T| i128::try_from(v).unwrap_or(0);
+        self.int_in(key, raw, bound(lo), bound(hi))
+            .and_then(|v| T::try_from(v).ok())
+    }
+
+    /// [`Parser::int`] for every integer type at once (one copy in the page's module).
+    fn int_in(&mut self, key: &str, raw: &str, lo: i128, hi: i128) -> Option<i128> {
         // Whole numbers are read exactly (an f64 would silently round 2^53 + 1).
         let out_of_range = |used: i128| Repair::OutOfRange {
             raw: raw.to_string(),
@@ -501,11 +506,11 @@ impl Parser {
             used: used.to_string(),
         };
         if let Ok(n) = raw.trim().parse::<i128>() {
-            let r = n.clamp(lo_i, hi_i);
+            let r = n.clamp(lo, hi);
             if r != n {
                 self.warn(key, out_of_range(r));
             }
-            return T::try_from(r).ok();
+            return Some(r);
         }
         let parsed = raw.trim().parse::<f64>().ok().filter(|v| v.is_finite());
         let Some(v) = parsed else {
@@ -519,11 +524,11 @@ impl Parser {
             );
             return None;
         };
-        let r = v.round().clamp(lo_i as f64, hi_i as f64) as i128;
+        let r = v.round().clamp(lo as f64, hi as f64) as i128;
         if (r as f64) != v {
             self.warn(key, out_of_range(r));
         }
-        T::try_from(r).ok()
+        Some(r)
     }
 
     fn choice<T: Copy>(&mut self, key: &str, raw: &str, options: &[(&str, T)]) -> Option<T> {
@@ -946,19 +951,26 @@ impl Settings {
     /// The query string (without `?`) holding every value that differs from the default, in a
     /// fixed key order. `from_query(to_query(s)) == s` for every in-range `s`.
     pub fn to_query(&self) -> String {
+        /// A value as the query writes it: a number, or a name (percent-encoded).
+        enum V<'a> {
+            N(u64),
+            S(&'a str),
+        }
         let d = Settings::default();
-        let mut out: Vec<(&str, String)> = Vec::new();
+        let mut out: Vec<(&str, V)> = Vec::new();
+        // (every number through one u64, not one formatter per field and type: the page's
+        // module carries this function)
         macro_rules! num {
             ($field:ident) => {
                 if self.$field != d.$field {
-                    out.push((stringify!($field), self.$field.to_string()));
+                    out.push((stringify!($field), V::N(self.$field as u64)));
                 }
             };
         }
         macro_rules! pick {
             ($field:ident, $opts:expr) => {
                 if self.$field != d.$field {
-                    out.push((stringify!($field), name_of(&$opts, self.$field).to_string()));
+                    out.push((stringify!($field), V::S(name_of(&$opts, self.$field))));
                 }
             };
         }
@@ -975,7 +987,7 @@ impl Settings {
         num!(group);
         pick!(tensor, TENSORS);
         if let Some(c) = self.channel {
-            out.push(("channel", c.to_string()));
+            out.push(("channel", V::N(c as u64)));
         }
         pick!(meta, METAS);
         pick!(method, METHODS);
@@ -992,7 +1004,7 @@ impl Settings {
         num!(kivi_residual);
         num!(memory_gib);
         if self.model != d.model {
-            out.push(("model", self.model.clone()));
+            out.push(("model", V::S(&self.model)));
         }
         num!(layers);
         num!(kv_heads);
@@ -1003,15 +1015,24 @@ impl Settings {
         pick!(index, INDEXES);
         pick!(scope, SCOPES);
         if self.lang != d.lang {
-            out.push(("lang", self.lang.clone()));
+            out.push(("lang", V::S(&self.lang)));
         }
         if let Some(e) = self.embed {
-            out.push(("embed", name_of(&EMBEDS, e).to_string()));
+            out.push(("embed", V::S(name_of(&EMBEDS, e))));
         }
-        out.iter()
-            .map(|(k, v)| format!("{k}={}", percent_encode(v)))
-            .collect::<Vec<_>>()
-            .join("&")
+        let mut query = String::new();
+        for (k, v) in out {
+            if !query.is_empty() {
+                query.push('&');
+            }
+            query.push_str(k);
+            query.push('=');
+            match v {
+                V::N(n) => query.push_str(&n.to_string()),
+                V::S(s) => query.push_str(&percent_encode(s)),
+            }
+        }
+        query
     }
 }
 
