@@ -93,6 +93,11 @@ export const FORMULAS = {
   },
   'f-scale': (f, s, tr) => {
     const q = f.quant;
+    // (a group whose values are all equal, e.g. of one value, is stored exactly: scale = |x|)
+    if (q.groupMin === q.groupMax) {
+      return math(sub(mi('scale'), mi('j')), eq(), abs(sub('x', 'j')), eq(), mn(num(q.scale)),
+        gap(), mtext(`(${tr('formula.constant-group')})`));
+    }
     if (s.scheme === 'symmetric') {
       return math(
         sub(mi('scale'), mi('j')), eq(),

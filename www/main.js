@@ -294,7 +294,12 @@ function fitRanges(f) {
   const T = f.data.tokens;
   const setMax = (sel, v) => {
     const el = $(sel);
-    if (el.max !== String(v)) el.max = String(v);
+    if (el.max === String(v)) return;
+    el.max = String(v);
+    // A slider's value was clamped to its old max when written (Reset, Back, a link: B = 800
+    // shown at 512): the value in use again, now that it fits.
+    const want = app.settings?.[el.dataset.key];
+    if (el.type === 'range' && want !== undefined) writeControl(el, want);
   };
   setMax('#budget-b', T);
   setMax('#recent', T);

@@ -76,6 +76,16 @@ test('the scale formula\'s numbers give its result in every granularity and sche
     assert.deepEqual(problems, []);
     await page.close();
   }
+  // Groups of one value are stored exactly (scale = |x|): said so, with no fraction that would
+  // not add up ('16.11 / 7 = 16.11').
+  for (const query of ['group=1', 'group=1&scheme=asym', 'granularity=token&group=1']) {
+    const { page, problems } = await open(browser.context, urlWith(query));
+    const math = page.locator('#f-scale math');
+    assert.equal(await math.locator('mfrac').count(), 0, query);
+    assert.match(await math.textContent(), /^scalej=\|xj\|=[\d.]+\(every value of this group is equal: kept exactly\)$/, query);
+    assert.deepEqual(problems, []);
+    await page.close();
+  }
 });
 
 test('every chart draws something on first load', async () => {

@@ -461,3 +461,23 @@ test('a shown channel the new d does not have goes back to auto, as the outlier 
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('sliders show the value in use after a link, Reset and Back (not one clamped to the old range)', async () => {
+  // The controls were written before the sliders' ranges followed T: a range input clamps its
+  // value, so B = 800 sat at 512 while 800 was in use.
+  const { page, problems } = await open(browser.context, urlWith('tokens=1024&budget=800&recent=600'));
+  const slider = (id) => page.locator(`#${id}`).inputValue();
+  assert.deepEqual([await slider('budget-b'), await slider('recent')], ['800', '600']);
+  await setNumber(page, 'Tokens T', 20);
+  assert.deepEqual([await slider('budget-b'), await slider('recent')], ['20', '20']);
+  await page.goBack();
+  await settle(page);
+  assert.equal(await page.locator('#tokens').inputValue(), '1024');
+  assert.deepEqual([await slider('budget-b'), await slider('recent')], ['800', '600']);
+  await setNumber(page, 'Tokens T', 20);
+  await page.getByRole('button', { name: 'Reset' }).click();
+  await settle(page);
+  assert.deepEqual([await slider('budget-b'), await slider('recent')], ['128', '32']);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
