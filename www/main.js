@@ -1497,6 +1497,14 @@ function wire() {
       if (app.editing === c) app.editing = null;
       schedule(c, true);
     });
+    // Escape gives up a number being typed: the value in use again.
+    if (typed) {
+      c.addEventListener('keydown', (e) => {
+        if (e.key !== 'Escape' || app.editing !== c) return;
+        app.editing = null;
+        writeControl(c, app.settings[c.dataset.key]);
+      });
+    }
   }
   $('#reset').addEventListener('click', async () => {
     try {

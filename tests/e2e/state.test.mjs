@@ -56,6 +56,15 @@ test('a number typed key by key is used once committed; the keystrokes on the wa
   assert.equal(await figure(page, 'kept-count'), 128);
   await page.waitForFunction((was) => location.search !== was, start);
   assert.equal(await page.evaluate(() => location.search), '?tokens=1024');
+  // Escape gives up what is being typed: the value in use again, and nothing applied on Tab.
+  await tokens.click({ clickCount: 3 });
+  await page.keyboard.type('88');
+  await page.keyboard.press('Escape');
+  assert.equal(await tokens.inputValue(), '1024');
+  await page.keyboard.press('Tab');
+  await settle(page);
+  assert.equal(await tokens.inputValue(), '1024');
+  assert.match(await figureText(page, 'data-description'), /T=1024/);
   // The number's arrows commit at once, as a slider does.
   await tokens.focus();
   await page.keyboard.press('ArrowUp');
