@@ -988,9 +988,9 @@ async function flush() {
     const reply = await request('update', { settings, draw: spec, defer, deferLever: !app.leversVisible });
     measureTimings(reply.timings, start);
     clearErrors(settings);
-    // A note on a stop is about the view before this one (a link's repairs stay: their values
-    // are still in use).
-    if (!app.urlNotes) showWarnings('#url-warnings', []);
+    // The page's own note (on a stop, on the view kept in this browser) is about the view before
+    // this one; a link's repairs stay: their values are still in use.
+    if (app.note) showWarnings('#url-warnings', []);
     if (app.clamped && changed.has(app.clamped.field)) {
       const { control, ...said } = app.clamped;
       showError(control, errorText(said), said);
