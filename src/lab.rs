@@ -134,9 +134,12 @@ pub struct DataFigures {
     pub generated: bool,
     /// A one-line description (generator settings or file shapes), in English.
     pub description: String,
-    /// The generator's settings when the data is generated (`None` for uploaded data): what
-    /// `description` says, as fields, so the page can say it in its own language.
+    /// The generator's settings when the data is generated, or when an upload left parts to
+    /// generate (`None` when every part was uploaded): what `description` says, as fields, so
+    /// the page can say it in its own language.
     pub generator: Option<GeneratorFigures>,
+    /// Which parts were uploaded, when any was.
+    pub uploaded: Option<UploadedParts>,
 }
 
 /// The settings generated data was made with (see [`DataFigures::generator`]).
@@ -467,8 +470,25 @@ pub struct Data {
     pub values: Matrix,
     /// The generator settings it came from, or `None` when uploaded.
     pub generated: Option<GenKey>,
+    /// Which parts were uploaded (`None` when generated): the others were generated at the
+    /// upload's `T` with [`Data::filled_with`]'s settings.
+    pub uploaded: Option<UploadedParts>,
+    /// The generator settings of the parts an upload did not give (`None` when generated, or
+    /// when the upload gave every part).
+    pub filled_with: Option<GenKey>,
     /// Description for the page.
     pub description: String,
+}
+
+/// Which parts of the data in use were uploaded (the rest is generated at their `T`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UploadedParts {
+    /// The attention `A`.
+    pub attention: bool,
+    /// The keys `K`.
+    pub keys: bool,
+    /// The values `V`.
+    pub values: bool,
 }
 
 /// The settings that decide generated data.
@@ -533,8 +553,40 @@ pub fn generate(s: &Settings) -> Result<Data, LabError> {
         keys,
         values,
         generated: Some(key),
+        uploaded: None,
+        filled_with: None,
         description,
     })
+}
+
+/// What an upload left to the generator, in English (`None` when it gave every part), e.g.
+/// `generated: K and V T=50 x d=64 (4 outlier channels, 0 skewed), seed 42`.
+fn filled_english(uploaded: UploadedParts, key: &GenKey) -> Option<String> {
+    let attention = (!uploaded.attention).then(|| {
+        format!(
+            "{} attention S={} x T={}",
+            key.pattern.name(),
+            key.steps,
+            key.tokens
+        )
+    });
+    let kv = match (uploaded.keys, uploaded.values) {
+        (true, true) => None,
+        (false, false) => Some("K and V"),
+        (false, true) => Some("K"),
+        (true, false) => Some("V"),
+    }
+    .map(|which| {
+        // (V is generated without outlier channels: only K's count is said when K is)
+        let channels = if uploaded.keys {
+            format!("{} skewed channels", key.skewed)
+        } else {
+            format!("{} outlier channels, {} skewed", key.outliers, key.skewed)
+        };
+        format!("{which} T={} x d={} ({channels})", key.tokens, key.channels)
+    });
+    let parts: Vec<String> = [attention, kv].into_iter().flatten().collect();
+    (!parts.is_empty()).then(|| format!("generated: {}, seed {}", parts.join("; "), key.seed))
 }
 
 /// The quantization result the charts draw.
@@ -2020,24 +2072,32 @@ impl Lab {
         self.adopt(chosen, progress)
     }
 
-    /// The data stage after its reading part: `chosen` in use, every view computed anew.
+    /// The data stage after its reading part: `chosen` in use, with what it does not give
+    /// generated at its `T` from the current generator settings; every view computed anew.
     fn adopt(
         &mut self,
         chosen: Chosen,
         progress: &mut dyn FnMut(Stage),
     ) -> Result<UseSummary, LabError> {
-        let (attention, keys, values, description, warnings) = chosen.into_parts();
-        let data = Data {
-            attention,
-            values: values.unwrap_or_else(|| keys.clone()),
-            keys,
-            generated: None,
-            description: description.clone(),
+        let t = chosen.tokens();
+        let (attention, keys, values, uploaded_text, warnings) = chosen.into_parts();
+        let uploaded = UploadedParts {
+            attention: attention.is_some(),
+            keys: keys.is_some(),
+            values: values.is_some(),
         };
         let mut s = self.settings.clone();
-        s.tokens = data.attention.cols();
-        s.steps = data.attention.rows();
-        s.channels = data.keys.cols();
+        s.tokens = t;
+        // A generated part keeps the generator's S and d where the upload does not fix them,
+        // bounded as a link's are (S <= T, and at most 64 Mi values a matrix).
+        let per_row = usize::try_from(synth::MAX_ELEMENTS / t.max(1) as u64).unwrap_or(usize::MAX);
+        s.steps = attention
+            .as_ref()
+            .map_or(s.steps.min(t).min(per_row).max(1), Matrix::rows);
+        s.channels = keys
+            .as_ref()
+            .or(values.as_ref())
+            .map_or(s.channels.min(per_row).max(1), Matrix::cols);
         // (what the data's shape bounds follows it: the page sends these settings back)
         s.budget = s.budget.min(s.tokens);
         s.recent = s.recent.min(s.tokens);
@@ -2051,6 +2111,41 @@ impl Lab {
             s.group
         } else {
             0
+        };
+        let fill = GenKey::of(&s);
+        let kv_spec = KvSpec {
+            tokens: t,
+            channels: s.channels,
+            seed: s.seed,
+            outlier_channels: s.outliers,
+            skewed_channels: s.skewed,
+            ..KvSpec::default()
+        };
+        let attention = match attention {
+            Some(a) => a,
+            None => synth::attention(&AttentionSpec::preset(s.pattern, s.steps, t, s.seed))?,
+        };
+        let keys = match keys {
+            Some(k) => k,
+            None => synth::keys(&kv_spec)?,
+        };
+        let values = match values {
+            Some(v) => v,
+            None => synth::values(&kv_spec)?,
+        };
+        let description = match filled_english(uploaded, &fill) {
+            Some(filled) => format!("{uploaded_text}; {filled}"),
+            None => uploaded_text,
+        };
+        let all = uploaded.attention && uploaded.keys && uploaded.values;
+        let data = Data {
+            attention,
+            keys,
+            values,
+            generated: None,
+            uploaded: Some(uploaded),
+            filled_with: (!all).then_some(fill),
+            description: description.clone(),
         };
         let fresh = Lab::with_data(data, s, progress, false)?;
         let uploads = std::mem::take(&mut self.uploads);
@@ -2178,12 +2273,17 @@ fn data_figures(d: &Data) -> DataFigures {
         channels: d.keys.cols(),
         generated: d.generated.is_some(),
         description: d.description.clone(),
-        generator: d.generated.as_ref().map(|k| GeneratorFigures {
-            pattern: k.pattern.name(),
-            seed: k.seed,
-            outlier_channels: k.outliers,
-            skewed_channels: k.skewed,
-        }),
+        generator: d
+            .generated
+            .as_ref()
+            .or(d.filled_with.as_ref())
+            .map(|k| GeneratorFigures {
+                pattern: k.pattern.name(),
+                seed: k.seed,
+                outlier_channels: k.outliers,
+                skewed_channels: k.skewed,
+            }),
+        uploaded: d.uploaded,
     }
 }
 
@@ -2396,11 +2496,109 @@ mod tests {
         let mut page = Lab::new(small()).expect("lab");
         let chosen = page.use_chosen(uploads.choose(&choice).expect("choose"));
         assert_eq!(chosen.expect("use_chosen"), used);
-        // Uploaded data has no generator settings to describe.
-        assert_eq!(native.figures().data.generator, None);
+        // V was not uploaded: it is generated at the upload's T and d, and said so.
+        let d = &native.figures().data;
+        assert_eq!(
+            d.uploaded,
+            Some(UploadedParts {
+                attention: true,
+                keys: true,
+                values: false
+            })
+        );
+        assert_eq!(d.generator.as_ref().map(|g| g.seed), Some(small().seed));
+        assert!(
+            d.description.ends_with(&format!(
+                "; generated: V T=20 x d=4 (0 skewed channels), seed {}",
+                small().seed
+            )),
+            "{}",
+            d.description
+        );
         assert_eq!(page.settings(), native.settings());
         assert_eq!(page.figures(), native.figures());
         assert_eq!(page.data().keys, native.data().keys);
+    }
+
+    #[test]
+    fn one_tensor_alone_is_used_and_the_rest_generated_at_its_t() {
+        // attention [3, 4] alone (the note's example): K and V generated at T = 4 with the
+        // generator's d; keys [50, 6] alone: attention generated over T = 50 with S <= T.
+        let mut lab = Lab::new(small()).expect("lab");
+        lab.load_file(
+            "a.csv",
+            b"0.6,0.2,0.1,0.1
+0.7,0.1,0.1,0.1
+0.05,0.05,0.1,0.8
+",
+        )
+        .expect("a");
+        let keys: String = (0..50)
+            .map(|r| {
+                let row: Vec<String> = (0..6)
+                    .map(|c| format!("{}", (r * 6 + c) as f32 * 0.1 - 7.0))
+                    .collect();
+                row.join(",")
+                    + "
+"
+            })
+            .collect();
+        lab.load_file("k.csv", keys.as_bytes()).expect("k");
+        let only = |a: &str, k: &str| UploadChoice {
+            attention: a.into(),
+            keys: k.into(),
+            head_mode: "head".into(),
+            ..UploadChoice::default()
+        };
+        lab.use_uploaded(&only("a.csv", ""))
+            .expect("attention alone");
+        let d = &lab.figures().data;
+        assert_eq!((d.steps, d.tokens, d.channels), (3, 4, small().channels));
+        assert_eq!(lab.data().attention.row(0), Some(&[0.6, 0.2, 0.1, 0.1][..]));
+        assert_eq!(lab.data().keys.rows(), 4);
+        let mut want = small();
+        want.tokens = 4;
+        let generated = generate(&Settings { steps: 3, ..want }).expect("generated");
+        assert_eq!(
+            lab.data().keys,
+            generated.keys,
+            "the generator's own K at T = 4"
+        );
+        assert!(
+            d.description.contains("; generated: K and V T=4 x d="),
+            "{}",
+            d.description
+        );
+        assert_eq!(
+            lab.figures().select.kept_count,
+            4.min(lab.settings().budget)
+        );
+
+        // (a fresh lab: the generator's S is the settings' in use, and the upload above set 3)
+        let mut lab = Lab::new(small()).expect("lab");
+        lab.load_file("k.csv", keys.as_bytes()).expect("k");
+        lab.use_uploaded(&only("", "k.csv")).expect("keys alone");
+        let d = &lab.figures().data;
+        assert_eq!((d.tokens, d.channels), (50, 6));
+        assert!(
+            d.steps <= 50 && d.steps == small().steps.min(50),
+            "S = {}",
+            d.steps
+        );
+        assert_eq!(lab.data().keys.row(0).map(|r| r[0]), Some(-7.0));
+        assert!(
+            d.description
+                .starts_with("uploaded: KV [T=50, d=6]: 50 tokens x 6 channels; generated: "),
+            "{}",
+            d.description
+        );
+        assert!(d.description.contains("attention S="), "{}", d.description);
+        assert!(lab.use_uploaded(&only("", "")).is_err(), "nothing chosen");
+        assert_eq!(
+            lab.figures().data.tokens,
+            50,
+            "a refused choice keeps the data in use"
+        );
     }
 
     #[test]

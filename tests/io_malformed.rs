@@ -292,11 +292,28 @@ fn negative_attention_weight_names_its_index() {
 }
 
 #[test]
-fn attention_of_rank_four_is_refused() {
+fn a_batch_of_one_is_dropped_and_a_larger_batch_refused() {
+    // [B=1, H=1, 4, 4], as Hugging Face returns one prompt's attention: used as [4, 4]
     let attn = npy_tensor("interpret/attn_rank4.npy");
-    let e = interpret_attention("a.npy", &attn, HeadPick::Mean).unwrap_err();
-    assert!(matches!(e, LoadError::WrongRank { ref shape, .. } if shape == &vec![1, 1, 4, 4]));
-    assert!(e.to_string().contains("save element [0]"), "{e}");
+    let v = interpret_attention("a.npy", &attn, HeadPick::Mean).unwrap();
+    assert_eq!((v.steps(), v.tokens(), v.heads), (4, 4, None));
+    assert_eq!(v.matrix.data(), attn.data());
+    // [B=2, H=1, 4, 4]: two prompts, which one is not for the page to guess
+    let two = Tensor::new(vec![2, 1, 4, 4], [attn.data(), attn.data()].concat()).unwrap();
+    let e = interpret_attention("a.npy", &two, HeadPick::Mean).unwrap_err();
+    assert!(matches!(e, LoadError::WrongRank { ref shape, .. } if shape == &vec![2, 1, 4, 4]));
+    assert!(
+        e.to_string().contains("batch of B > 1 save element [0]"),
+        "{e}"
+    );
+    // KV: [1, H=2, T=4, d=3] is [H=2, T=4, d=3]
+    let kv = Tensor::new(vec![1, 2, 4, 3], (0..24).map(|i| i as f32).collect()).unwrap();
+    let k = interpret_kv("k.npy", &kv, KvPick { layer: 0, head: 1 }).unwrap();
+    assert_eq!(
+        (k.layers, k.heads, k.tokens(), k.channels()),
+        (None, Some(2), 4, 3)
+    );
+    assert_eq!(k.matrix.row(0), Some(&[12.0, 13.0, 14.0][..]));
 }
 
 #[test]

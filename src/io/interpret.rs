@@ -147,9 +147,29 @@ fn check_finite_slice(
     }
 }
 
+/// `shape` without its leading axes of length 1, down to two axes: a batch of one (Hugging
+/// Face's `[1, H, S, T]` attention, `[1, H, T, d]` cache tensors) or a single head or layer
+/// holds nothing to pick, and the data's order is the same without them. (Errors still name
+/// the file's own shape and multi-indices.)
+///
+/// ```
+/// use kvlab::io::squeezed;
+/// assert_eq!(squeezed(&[1, 4, 8, 8]), &[4, 8, 8]);
+/// assert_eq!(squeezed(&[1, 1, 8]), &[1, 8]);
+/// assert_eq!(squeezed(&[3, 1, 8]), &[3, 1, 8]);
+/// ```
+pub fn squeezed(shape: &[usize]) -> &[usize] {
+    let mut s = shape;
+    while s.len() > 2 && s.first() == Some(&1) {
+        s = &s[1..];
+    }
+    s
+}
+
 /// Interprets a tensor as attention `A` (`S x T`).
 ///
-/// Accepts `[S, T]`, `[T, T]` (reported as [`AttentionKind::FullCausal`] when nothing lies
+/// Leading axes of length 1 are dropped first ([`squeezed`]). Accepts `[S, T]`, `[T, T]`
+/// (reported as [`AttentionKind::FullCausal`] when nothing lies
 /// above the diagonal) and `[H, S, T]` reduced by `pick` (ignored for rank 2). Errors:
 /// [`LoadError::WrongRank`], [`LoadError::EmptyTensor`], [`LoadError::PickOutOfRange`],
 /// [`LoadError::NonFinite`] and [`LoadError::NegativeWeight`] (both naming the first bad
@@ -170,7 +190,7 @@ pub fn interpret_attention(
     pick: HeadPick,
 ) -> Result<AttentionView, LoadError> {
     let shape = tensor.shape();
-    let (heads, s, t) = match *shape {
+    let (heads, s, t) = match *squeezed(shape) {
         [s, t] => (None, s, t),
         [h, s, t] => (Some(h), s, t),
         _ => {
@@ -405,7 +425,8 @@ pub fn normalise_rows(matrix: &mut Matrix) -> usize {
 
 /// Interprets a tensor as a KV matrix `X` (`T x d`).
 ///
-/// Accepts `[T, d]`, `[H, T, d]` (uses `pick.head`) and `[L, H, T, d]` (uses `pick.layer` and
+/// Leading axes of length 1 are dropped first ([`squeezed`]). Accepts `[T, d]`, `[H, T, d]`
+/// (uses `pick.head`) and `[L, H, T, d]` (uses `pick.layer` and
 /// `pick.head`). Errors: [`LoadError::WrongRank`], [`LoadError::EmptyTensor`],
 /// [`LoadError::PickOutOfRange`], [`LoadError::NonFinite`] (first bad multi-index in the slice
 /// used).
@@ -419,7 +440,7 @@ pub fn normalise_rows(matrix: &mut Matrix) -> usize {
 /// ```
 pub fn interpret_kv(source: &str, tensor: &Tensor, pick: KvPick) -> Result<KvView, LoadError> {
     let shape = tensor.shape();
-    let (layers, heads, t, d) = match *shape {
+    let (layers, heads, t, d) = match *squeezed(shape) {
         [t, d] => (None, None, t, d),
         [h, t, d] => (None, Some(h), t, d),
         [l, h, t, d] => (Some(l), Some(h), t, d),

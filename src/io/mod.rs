@@ -27,7 +27,7 @@ pub mod safetensors;
 pub use error::{collect_parts, FieldSink, LoadError, LoadParts, LoadWarning, TokenMismatch};
 pub(crate) use interpret::check_k_v_tokens;
 pub use interpret::{
-    check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows,
+    check_kv_pair, check_same_tokens, interpret_attention, interpret_kv, normalise_rows, squeezed,
     AttentionAbout, AttentionKind, AttentionView, HeadPick, KvAbout, KvPick, KvView,
     ROW_SUM_TOLERANCE,
 };

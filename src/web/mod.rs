@@ -226,18 +226,18 @@ impl Page {
         Ok(())
     }
 
-    /// Uses tensors the upload module chose (`Uploads.choose` in `upload/`): `attention`
-    /// (`steps x tokens`, row-major), `keys` (`tokens x channels`), `values` (`tokens x
-    /// values_width`, or `undefined` for K standing in for V), with the choice's description and
-    /// warnings. Returns `{description, warnings}`. On error (shapes that do not agree, each
-    /// named) the data in use stays.
+    /// Uses tensors the upload module chose (`Uploads.choose` in `upload/`), each optional
+    /// (`undefined`: generated at the upload's `T`): `attention` (`steps x tokens`,
+    /// row-major), `keys` (`tokens x channels`), `values` (`tokens x values_width`), with the
+    /// choice's description and warnings. Returns `{description, warnings}`. On error (shapes
+    /// that do not agree, each named; nothing chosen) the data in use stays.
     #[wasm_bindgen(js_name = useChosen)]
     #[allow(clippy::too_many_arguments)] // (flat typed arrays and numbers: no object to decode)
     pub fn use_chosen(
         &mut self,
-        attention: Vec<f32>,
+        attention: Option<Vec<f32>>,
         steps: usize,
-        keys: Vec<f32>,
+        keys: Option<Vec<f32>>,
         channels: usize,
         values: Option<Vec<f32>>,
         values_width: usize,
@@ -251,8 +251,12 @@ impl Page {
         let matrix = |what: &str, rows: usize, cols: usize, data: Vec<f32>| {
             Matrix::new(rows, cols, data).map_err(|e| error("file", &format!("{what}: {e}")))
         };
-        let a = matrix("attention", steps, per(attention.len(), steps), attention)?;
-        let k = matrix("K", per(keys.len(), channels), channels, keys)?;
+        let a = attention
+            .map(|a| matrix("attention", steps, per(a.len(), steps), a))
+            .transpose()?;
+        let k = keys
+            .map(|k| matrix("K", per(k.len(), channels), channels, k))
+            .transpose()?;
         let v = values
             .map(|v| matrix("V", per(v.len(), values_width), values_width, v))
             .transpose()?;

@@ -18,7 +18,9 @@ mod web {
     use kvlab::io::{FieldSink, FileAbout, KvAbout, LoadError, LoadWarning, SkippedTensor};
     use kvlab::js::error;
     use kvlab::lab::{FileSummary, UploadChoice};
-    use kvlab::upload::{Chosen as Picked, UploadError, UploadFigures};
+    use kvlab::upload::{
+        Ambiguity, Assignment, Chosen as Picked, Role, UploadError, UploadFigures,
+    };
     use wasm_bindgen::prelude::*;
 
     /// Installs the panic hook once, when the module is instantiated.
@@ -127,17 +129,19 @@ mod web {
         ])
     }
 
-    /// [`UploadFigures`] as `{attention, keys, values, warnings}`.
+    /// [`UploadFigures`] as `{attention, keys, values, warnings}` (`null` for a part the lab
+    /// generates).
     fn upload_about(u: &UploadFigures) -> JsValue {
-        let a = &u.attention;
-        let attention = object(&[
-            ("heads", opt(a.heads)),
-            ("steps", num(a.steps)),
-            ("tokens", num(a.tokens)),
-            ("causal", a.causal.into()),
-            ("pick", a.pick.into()),
-            ("head", num(a.head)),
-        ]);
+        let attention = u.attention.as_ref().map_or(JsValue::NULL, |a| {
+            object(&[
+                ("heads", opt(a.heads)),
+                ("steps", num(a.steps)),
+                ("tokens", num(a.tokens)),
+                ("causal", a.causal.into()),
+                ("pick", a.pick.into()),
+                ("head", num(a.head)),
+            ])
+        });
         let warnings: Array = u
             .warnings
             .iter()
@@ -162,7 +166,7 @@ mod web {
             .collect();
         object(&[
             ("attention", attention),
-            ("keys", kv_about(&u.keys)),
+            ("keys", u.keys.as_ref().map_or(JsValue::NULL, kv_about)),
             ("values", u.values.as_ref().map_or(JsValue::NULL, kv_about)),
             ("warnings", warnings.into()),
         ])
@@ -226,6 +230,80 @@ mod web {
         ])
     }
 
+    /// [`Assignment`] as `{attention, keys, values, reasons: [{role, id, name, shape, why,
+    /// tokens, english}], ambiguities: [{kind, ...fields, english}]}` (`attention`, `keys`,
+    /// `values`: the ids proposed, `""` for generated).
+    fn assignment_object(a: &Assignment) -> JsValue {
+        let reasons: Array = a
+            .reasons
+            .iter()
+            .map(|r| {
+                let t = r.tensor.as_ref();
+                object(&[
+                    ("role", r.role.key().into()),
+                    ("id", t.map_or(JsValue::NULL, |t| t.id.as_str().into())),
+                    ("name", t.map_or(JsValue::NULL, |t| t.name.as_str().into())),
+                    ("shape", t.map_or(JsValue::NULL, |t| shape(&t.shape))),
+                    ("why", r.why.key().into()),
+                    ("tokens", opt(r.tokens)),
+                    ("english", r.english().into()),
+                ])
+            })
+            .collect();
+        let names = |n: &[String]| {
+            n.iter()
+                .map(|x| JsValue::from(x.as_str()))
+                .collect::<Array>()
+        };
+        let ambiguities: Array = a
+            .ambiguities
+            .iter()
+            .map(|x| {
+                let english = ("english", x.english().into());
+                match x {
+                    Ambiguity::SeveralAttention { names: n } => object(&[
+                        ("kind", "severalAttention".into()),
+                        ("names", names(n).into()),
+                        ("count", num(n.len())),
+                        english,
+                    ]),
+                    Ambiguity::Several { role, names: n } => object(&[
+                        ("kind", "several".into()),
+                        ("role", (*role).into()),
+                        ("names", names(n).into()),
+                        ("count", num(n.len())),
+                        english,
+                    ]),
+                    Ambiguity::KeysOrValues { keys, values } => object(&[
+                        ("kind", "keysOrValues".into()),
+                        ("keys", keys.as_str().into()),
+                        ("values", values.as_str().into()),
+                        english,
+                    ]),
+                    Ambiguity::TokensDiffer {
+                        name,
+                        tokens,
+                        expected,
+                    } => object(&[
+                        ("kind", "tokensDiffer".into()),
+                        ("name", name.as_str().into()),
+                        ("tokens", num(*tokens)),
+                        ("expected", num(*expected)),
+                        english,
+                    ]),
+                }
+            })
+            .collect();
+        let id = |role| JsValue::from(a.id(role).unwrap_or(""));
+        object(&[
+            ("attention", id(Role::Attention)),
+            ("keys", id(Role::Keys)),
+            ("values", id(Role::Values)),
+            ("reasons", reasons.into()),
+            ("ambiguities", ambiguities.into()),
+        ])
+    }
+
     /// The files uploaded so far, in this module's memory.
     #[wasm_bindgen]
     #[derive(Default)]
@@ -248,9 +326,24 @@ mod web {
             Ok(summary_object(&s))
         }
 
-        /// The tensors named (`file::tensor` or bare names; `values` empty or absent for K
-        /// standing in for V), interpreted with `head_mode` (`head`, `mean`, `max`, `sum`) and
-        /// `head` for `[H,S,T]` attention, `layer` and `kv_head` for KV, and checked.
+        /// Forgets the file called `name`; returns whether there was one.
+        pub fn remove(&mut self, name: &str) -> bool {
+            self.inner.remove(name)
+        }
+
+        /// Forgets every file.
+        pub fn clear(&mut self) {
+            self.inner.clear();
+        }
+
+        /// The roles proposed for the files kept ([`kvlab::upload::Uploads::assign`]).
+        pub fn assign(&self) -> JsValue {
+            assignment_object(&self.inner.assign())
+        }
+
+        /// The tensors named (`file::tensor` or bare names; an empty name or absent `values`
+        /// for a part the lab generates), interpreted with `head_mode` (`head`, `mean`, `max`,
+        /// `sum`) and `head` for `[H,S,T]` attention, `layer` and `kv_head` for KV, and checked.
         #[allow(clippy::too_many_arguments)] // (the fields of one choice, as plain values)
         pub fn choose(
             &self,
@@ -291,29 +384,31 @@ mod web {
 
     #[wasm_bindgen]
     impl Chosen {
-        /// `A`, row-major (`steps` rows).
-        pub fn attention(&self) -> Float32Array {
-            Float32Array::from(self.picked.attention().data())
+        /// `A`, row-major (`steps` rows), or `undefined` when generated.
+        pub fn attention(&self) -> Option<Float32Array> {
+            self.picked
+                .attention()
+                .map(|a| Float32Array::from(a.data()))
         }
 
-        /// `S`, the attention's rows.
+        /// `S`, the attention's rows (0 without attention).
         #[wasm_bindgen(getter)]
         pub fn steps(&self) -> usize {
-            self.picked.attention().rows()
+            self.picked.attention().map_or(0, |a| a.rows())
         }
 
-        /// `K`, row-major (`T` rows of `channels`).
-        pub fn keys(&self) -> Float32Array {
-            Float32Array::from(self.picked.keys().data())
+        /// `K`, row-major (`T` rows of `channels`), or `undefined` when generated.
+        pub fn keys(&self) -> Option<Float32Array> {
+            self.picked.keys().map(|k| Float32Array::from(k.data()))
         }
 
-        /// `d`, the keys' width.
+        /// `d`, the keys' width (0 without keys).
         #[wasm_bindgen(getter)]
         pub fn channels(&self) -> usize {
-            self.picked.keys().cols()
+            self.picked.keys().map_or(0, |k| k.cols())
         }
 
-        /// `V`, row-major, or `undefined` when K stands in for V.
+        /// `V`, row-major, or `undefined` when generated.
         pub fn values(&self) -> Option<Float32Array> {
             self.picked.values().map(|v| Float32Array::from(v.data()))
         }
