@@ -67,7 +67,9 @@ pub fn budget_svg(
         root.present()
             .map_err(|e| ChartError::Draw(e.to_string()))?;
     }
-    Ok(page_font_sizes(&svg))
+    // plotters ends every element with a line break, inside `<text>` too; SVG drops line breaks
+    // there (xml:space="default") and ignores them between elements, so they are not sent.
+    Ok(page_font_sizes(&svg).replace('\n', ""))
 }
 
 /// plotters' `SVGBackend` writes every font size divided by 1.24; the page's canvases draw text
@@ -197,6 +199,10 @@ mod tests {
         let lab = Lab::new(Settings::default()).unwrap();
         let svg = budget_svg(&lab, &l, &ChartStyle::light(), true, (600, 200)).unwrap();
         let model = &lab.figures().budget.model_name;
-        assert!(svg.contains(&format!("M_KV,final on {model}")), "{svg}");
+        assert!(
+            svg.contains(&format!(">M_KV,final on {model}</text>")),
+            "{svg}"
+        );
+        assert!(!svg.contains('\n'), "no line break is sent");
     }
 }

@@ -562,31 +562,43 @@ pub fn generate(s: &Settings) -> Result<Data, LabError> {
 /// What an upload left to the generator, in English (`None` when it gave every part), e.g.
 /// `generated: K and V T=50 x d=64 (4 outlier channels, 0 skewed), seed 42`.
 fn filled_english(uploaded: UploadedParts, key: &GenKey) -> Option<String> {
-    let attention = (!uploaded.attention).then(|| {
-        format!(
-            "{} attention S={} x T={}",
+    use std::fmt::Write;
+    let kv = match (uploaded.keys, uploaded.values) {
+        (true, true) => "",
+        (false, false) => "K and V",
+        (false, true) => "K",
+        (true, false) => "V",
+    };
+    if uploaded.attention && kv.is_empty() {
+        return None;
+    }
+    // (one String written in place: this runs once per upload, and its code ships in the page)
+    let mut out = String::from("generated: ");
+    if !uploaded.attention {
+        let _ = write!(
+            out,
+            "{} attention S={} x T={}{}",
             key.pattern.name(),
             key.steps,
-            key.tokens
-        )
-    });
-    let kv = match (uploaded.keys, uploaded.values) {
-        (true, true) => None,
-        (false, false) => Some("K and V"),
-        (false, true) => Some("K"),
-        (true, false) => Some("V"),
+            key.tokens,
+            if kv.is_empty() { "" } else { "; " }
+        );
     }
-    .map(|which| {
+    if !kv.is_empty() {
+        let _ = write!(out, "{kv} T={} x d={} (", key.tokens, key.channels);
         // (V is generated without outlier channels: only K's count is said when K is)
-        let channels = if uploaded.keys {
-            format!("{} skewed channels", key.skewed)
+        if !uploaded.keys {
+            let _ = write!(
+                out,
+                "{} outlier channels, {} skewed)",
+                key.outliers, key.skewed
+            );
         } else {
-            format!("{} outlier channels, {} skewed", key.outliers, key.skewed)
-        };
-        format!("{which} T={} x d={} ({channels})", key.tokens, key.channels)
-    });
-    let parts: Vec<String> = [attention, kv].into_iter().flatten().collect();
-    (!parts.is_empty()).then(|| format!("generated: {}, seed {}", parts.join("; "), key.seed))
+            let _ = write!(out, "{} skewed channels)", key.skewed);
+        }
+    }
+    let _ = write!(out, ", seed {}", key.seed);
+    Some(out)
 }
 
 /// The quantization result the charts draw.
@@ -2121,6 +2133,7 @@ impl Lab {
             skewed_channels: s.skewed,
             ..KvSpec::default()
         };
+        // (what `generate` makes at this shape, for the parts not uploaded)
         let attention = match attention {
             Some(a) => a,
             None => synth::attention(&AttentionSpec::preset(s.pattern, s.steps, t, s.seed))?,

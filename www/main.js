@@ -64,7 +64,9 @@ const app = {
   early: new Map(), // key -> value a control was set to before the controls were wired (keepEarlyInput)
   stopKeepingEarly: null, // removes keepEarlyInput's listeners (applyEarlyInput)
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
-  upload: null, // {choice, about} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language
+  upload: null, // {choice, about, files} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language; files: [{name, bytes}] it was chosen from
+  linkOnUpload: false, // the page was opened on a link made on uploaded data (`data=upload`)
+  assignment: null, // the roles the engine proposed for the files listed (kvlab::upload::Assignment) and `manual`, the roles chosen by hand since
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
   shownErrors: new Map(), // error slot -> the engine error it shows (likewise)
@@ -152,6 +154,7 @@ function reportError(control, e) {
  */
 function urlWarningText(w) {
   if (w.repair) return describeRepair(w.key, w.repair, true);
+  if (w.textKey) return fill(t(app.lang, w.textKey), w.textFields);
   // (a warning names its setting `key`; an engine error its `field`)
   const said = w.refusal ? errorText({ ...w, field: w.key }) : null;
   if (said === null || said === w.message) return w.message;
@@ -177,7 +180,7 @@ function errorText(e) {
     let template = app.lang === 'zh' ? LOAD_ZH[fields.kind] : null;
     if (!template) return e.message;
     const named = {};
-    for (const k of ['field', 'role', 'axis', 'left', 'right']) {
+    for (const k of ['field', 'role', 'axis', 'left', 'right', 'first', 'second']) {
       if (!(k in fields)) continue;
       const said = placeName(app.lang, fields[k]);
       named[k] = said;
@@ -801,7 +804,7 @@ const onScreen = new IntersectionObserver((entries) => {
  */
 function describeData(d) {
   const g = d.generator;
-  if (!g) return app.upload?.about ? describeUpload(app.upload.about) : d.description;
+  if (d.uploaded) return app.upload?.about ? describeUpload(app.upload.about, d) : d.description;
   const fields = {
     pattern: t(app.lang, `pattern.short.${g.pattern}`),
     S: d.steps,
@@ -845,16 +848,12 @@ function describeFile(file, about) {
   return fill(tr(`file.about.${about.format}`), fields);
 }
 
-/** The uploaded data in use: attention, keys and values. */
-function describeUpload(u) {
+/**
+ * The data in use made of an upload (`u`: its fields, kvlab::upload::UploadFigures) and what
+ * the engine generated for the parts it did not give (`d`: the data's figures).
+ */
+function describeUpload(u, d) {
   const tr = (key) => t(app.lang, key);
-  const a = u.attention;
-  const { heads: h, steps: S, tokens: T } = a;
-  const attention = fill(tr('upload.attention'), {
-    dims: `[${[h != null && `H=${h}`, a.causal ? `T=${T}` : `S=${S}`, `T=${T}`].filter(Boolean).join(', ')}]`,
-    head: h == null ? '' : fill(tr(`upload.head.${a.pick}`), { head: a.head, heads: h, lastHead: h - 1 }),
-    body: fill(tr(a.causal ? 'upload.body.causal' : S === T ? 'upload.body.square' : 'upload.body.steps'), { S, T }),
-  });
   const kv = (k) => fill(tr('upload.kv'), {
     dims: `[${[k.layers != null && `L=${k.layers}`, k.heads != null && `H=${k.heads}`, `T=${k.tokens}`, `d=${k.channels}`].filter(Boolean).join(', ')}]`,
     pick: k.heads == null ? '' : fill(tr(k.layers != null ? 'upload.kv.layer-head' : 'upload.kv.head'), {
@@ -863,10 +862,39 @@ function describeUpload(u) {
     T: k.tokens,
     d: k.channels,
   });
-  return fill(tr('upload.description'), {
-    attention,
-    keys: kv(u.keys),
-    values: u.values ? fill(tr('upload.values'), { kv: kv(u.values) }) : tr('upload.no-values'),
+  const uploaded = [
+    u.attention && describeAttention(u.attention),
+    u.keys && kv(u.keys),
+    u.values && fill(tr('upload.values'), { kv: kv(u.values) }),
+  ].filter(Boolean);
+  const said = fill(tr('upload.description'), { parts: uploaded.join(tr('upload.join')) });
+  const g = d.generator;
+  if (!g) return said;
+  const { attention, keys, values } = d.uploaded;
+  const fields = {
+    pattern: t(app.lang, `pattern.short.${g.pattern}`),
+    S: d.steps,
+    T: d.tokens,
+    d: d.channels,
+    outliers: g.outlierChannels,
+    skewed: g.skewedChannels,
+  };
+  const kvWhich = keys ? (values ? null : 'values') : (values ? 'keys' : 'both');
+  const generated = [
+    !attention && fill(tr('upload.generated.attention'), fields),
+    kvWhich && fill(tr(`upload.generated.kv.${kvWhich}`), fields),
+  ].filter(Boolean);
+  return said + tr('upload.join') + fill(tr('upload.generated'), { parts: generated.join(tr('upload.join')), seed: g.seed });
+}
+
+/** An uploaded attention matrix's description (kvlab::io::AttentionAbout). */
+function describeAttention(a) {
+  const tr = (key) => t(app.lang, key);
+  const { heads: h, steps: S, tokens: T } = a;
+  return fill(tr('upload.attention'), {
+    dims: `[${[h != null && `H=${h}`, a.causal ? `T=${T}` : `S=${S}`, `T=${T}`].filter(Boolean).join(', ')}]`,
+    head: h == null ? '' : fill(tr(`upload.head.${a.pick}`), { head: a.head, heads: h, lastHead: h - 1 }),
+    body: fill(tr(a.causal ? 'upload.body.causal' : S === T ? 'upload.body.square' : 'upload.body.steps'), { S, T }),
   });
 }
 
@@ -905,7 +933,15 @@ function writeView(figures, sections) {
 /** Records the view in the URL (push on committed changes, replace while dragging). */
 function recordUrl(push, q = app.query) {
   app.query = q;
-  const url = `${window.location.pathname}${q ? `?${q}` : ''}${window.location.hash}`;
+  // A view on uploaded data says so in its link, which cannot carry the files (`data=upload`:
+  // the engine's parser ignores the key; a page opened on it says what it shows instead).
+  let shown = q;
+  if (app.upload) {
+    const params = new URLSearchParams(q);
+    params.set('data', 'upload');
+    shown = params.toString();
+  }
+  const url = `${window.location.pathname}${shown ? `?${shown}` : ''}${window.location.hash}`;
   if (url !== `${window.location.pathname}${window.location.search}${window.location.hash}`) {
     if (push) window.history.pushState(null, '', url);
     else window.history.replaceState(null, '', url);
@@ -1169,8 +1205,12 @@ async function setLanguage(lang) {
     // ignore
   }
   for (const li of document.querySelectorAll('#file-list li[data-about]')) {
-    li.textContent = describeFile(li.dataset.file, JSON.parse(li.dataset.about));
+    li.querySelector('span').textContent = describeFile(li.dataset.file, JSON.parse(li.dataset.about));
+    const remove = li.querySelector('button.remove');
+    remove.textContent = t(lang, 'data.remove');
+    remove.setAttribute('aria-label', fill(t(lang, 'data.remove.file'), { file: li.dataset.file }));
   }
+  showRoles();
   for (const li of document.querySelectorAll('#file-list li[data-why]')) {
     li.textContent = describeSkipped(li.dataset.value, JSON.parse(li.dataset.why));
   }
@@ -1336,36 +1376,166 @@ function describeSkipped(english, why) {
   return `${why.name}：${reason}${why.fileCap ? t(app.lang, 'upload.skipped.fileCap') : ''}`;
 }
 
-/** Loads files into the page's list of uploaded tensors (and remembers their bytes). */
+/** Loads a file into the page's list of uploaded files (and remembers its bytes). */
 async function addFile(name, buf) {
   const summary = await request('loadFile', { name, bytes: buf });
   uploads.set(name, buf);
+  // A file uploaded again under its name replaces the one listed.
+  for (const old of document.querySelectorAll('#file-list li')) if (old.dataset.file === summary.file) old.remove();
   const list = $('#file-list');
   const li = document.createElement('li');
   // In the page's language; the engine's English line stays in data-value (as figures' do).
   li.dataset.file = summary.file;
   li.dataset.about = JSON.stringify(summary.about);
+  li.dataset.tensors = JSON.stringify(summary.tensors);
   li.dataset.value = summary.summary;
-  li.textContent = describeFile(summary.file, summary.about);
+  const text = document.createElement('span');
+  text.textContent = describeFile(summary.file, summary.about);
+  const remove = document.createElement('button');
+  remove.type = 'button';
+  remove.className = 'remove';
+  remove.textContent = t(app.lang, 'data.remove');
+  remove.setAttribute('aria-label', fill(t(app.lang, 'data.remove.file'), { file: summary.file }));
+  remove.addEventListener('click', () => busyWhile(() => removeFile(summary.file)).catch((e) => reportError(remove, e)));
+  li.append(text, remove);
   list.append(li);
   for (const [i, s] of summary.skipped.entries()) {
     const sk = document.createElement('li');
     // (in the page's language from the reason's fields; the module's English in data-value)
     const why = summary.skippedWhy?.[i];
     sk.dataset.value = s;
+    sk.dataset.of = summary.file;
     if (why) sk.dataset.why = JSON.stringify({ ...why, file: summary.file });
     sk.textContent = describeSkipped(s, why && { ...why, file: summary.file });
     sk.className = 'skipped';
     list.append(sk);
   }
-  for (const tensor of summary.tensors) {
-    const value = `${summary.file}::${tensor.name}`;
-    const label = `${tensor.name} [${tensor.shape.join(', ')}]`;
-    for (const id of ['#up-attention', '#up-keys', '#up-values']) {
-      const sel = $(id);
-      if (![...sel.options].some((o) => o.value === value)) sel.add(new Option(label, value));
-    }
+}
+
+/** Every tensor listed, in upload order: `{id, label}` (`id`: `file::tensor`, as the engine names it). */
+function listedTensors() {
+  return [...document.querySelectorAll('#file-list li[data-tensors]')].flatMap((li) => JSON.parse(li.dataset.tensors)
+    .map((t) => ({ id: `${li.dataset.file}::${t.name}`, label: `${t.name} [${t.shape.join(', ')}]` })));
+}
+
+const ROLE_SELECTS = { attention: '#up-attention', keys: '#up-keys', values: '#up-values' };
+
+/** The role selects list the tensors listed, each after "none (generated)"; `pick` sets them. */
+function fillRoleSelects(pick) {
+  const tensors = listedTensors();
+  for (const [role, id] of Object.entries(ROLE_SELECTS)) {
+    const sel = $(id);
+    const none = new Option(t(app.lang, 'data.none'), '');
+    none.dataset.i18n = 'data.none';
+    sel.replaceChildren(none, ...tensors.map((x) => new Option(x.label, x.id)));
+    sel.value = pick?.[role] ?? '';
   }
+  $('#upload-choice').hidden = tensors.length === 0;
+}
+
+/**
+ * After the list changed: the roles the engine proposes (kvlab::upload::Assignment) go into the
+ * selects, with their reasons in one line, and the choice is checked before it is used.
+ */
+async function assignRoles() {
+  if (!listedTensors().length) {
+    fillRoleSelects(null);
+    app.assignment = null;
+    showRoles();
+    showUploadWarnings(null, []);
+    return;
+  }
+  const assignment = await request('assignRoles', {});
+  app.assignment = { ...assignment, manual: new Set() };
+  fillRoleSelects(assignment);
+  showRoles();
+  await checkChoice();
+}
+
+/** The assignment's reasons and what it could not settle, in the page's language (#upload-roles). */
+function showRoles() {
+  const el = $('#upload-roles');
+  const a = app.assignment;
+  if (!a) {
+    el.hidden = true;
+    return;
+  }
+  const tr = (key) => t(app.lang, key);
+  const lines = a.reasons.map((r) => {
+    const role = tr(`roles.${r.role}`);
+    const manual = a.manual.has(r.role);
+    const id = manual ? $(ROLE_SELECTS[r.role]).value : r.id;
+    if (!id) return fill(tr(manual ? 'roles.none.manual' : 'roles.none'), { role });
+    if (manual) {
+      const x = listedTensors().find((x) => x.id === id);
+      return fill(tr('roles.manual'), { role, label: x?.label ?? id });
+    }
+    return fill(tr('roles.line'), {
+      role,
+      name: r.name,
+      shape: shapeText(r.shape),
+      why: fill(tr(`roles.why.${r.why}`), { role, tokens: r.tokens }),
+    });
+  });
+  const notes = a.ambiguities.map((x) => fill(tr(`roles.amb.${x.kind}`), { ...x, role: x.role && tr(`roles.${x.role}`) }));
+  el.replaceChildren();
+  const roles = document.createElement('span');
+  roles.className = 'roles';
+  roles.textContent = lines.join(' · ');
+  el.append(roles);
+  if (notes.length) {
+    const amb = document.createElement('span');
+    amb.className = 'ambiguous';
+    amb.textContent = `${tr('roles.ambiguous')} ${notes.join(' · ')}`;
+    el.append(amb);
+  }
+  el.hidden = false;
+}
+
+/** The choice the upload controls show, as the engine takes it. */
+function uploadChoice() {
+  return {
+    attention: $('#up-attention').value,
+    keys: $('#up-keys').value,
+    values: $('#up-values').value || null,
+    headMode: $('#up-headmode').value,
+    head: Number($('#up-head').value) || 0,
+    layer: Number($('#up-layer').value) || 0,
+    kvHead: Number($('#up-kvhead').value) || 0,
+    normalise: $('#up-normalise').checked,
+  };
+}
+
+/**
+ * Checks the choice before it is used: its warnings (rows that do not sum to 1) show next to
+ * the files and go when fixed (normalised, another tensor), a refusal shows at "Use", and only
+ * the controls that apply to the chosen shapes are shown (heads for [H, S, T] attention, layer
+ * and KV head for [L, H, T, d] and [H, T, d] K/V, normalising when attention is chosen).
+ */
+async function checkChoice() {
+  const use = $('#up-use');
+  const choice = uploadChoice();
+  let about;
+  try {
+    ({ about } = await request('checkChoice', { choice }));
+  } catch (e) {
+    showUploadWarnings(null, []);
+    reportError(use, e);
+    return;
+  }
+  errorSlot(use).hidden = true;
+  use.removeAttribute('aria-invalid');
+  app.shownErrors.delete(errorSlot(use));
+  showUploadWarnings(about, about.warnings.map((w) => w.english ?? ''));
+  const kvs = [about.keys, about.values].filter(Boolean);
+  const shown = {
+    '#up-headmode': about.attention?.heads != null,
+    '#up-head': about.attention?.heads != null && choice.headMode === 'head',
+    '#up-layer': kvs.some((k) => k.layers != null),
+    '#up-kvhead': kvs.some((k) => k.heads != null),
+    '#up-normalise': about.attention != null,
+  };
+  for (const [id, on] of Object.entries(shown)) $(id).closest('.control').hidden = !on;
 }
 
 /** Reads picked files (one busy span, until their messages and choices are on screen). */
@@ -1373,12 +1543,15 @@ function onFiles(input) {
   return busyWhile(() => readFiles(input));
 }
 
+/** Files picked with "Upload files" replace those listed; "Add files" adds to them. */
 async function readFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
-  input.removeAttribute('aria-invalid'); // (the last pick's refusal goes with its message)
+  for (const i of document.querySelectorAll('#file, #file-add')) i.removeAttribute('aria-invalid'); // (the last pick's refusal goes with its message)
   const errors = []; // every refused file keeps its own message (worded again on a language switch)
-  for (const file of input.files) {
+  const picked = [...input.files];
+  if (input.id === 'file') await clearFiles();
+  for (const file of picked) {
     if (file.size > MAX_UPLOAD) {
       const textFields = { file: file.name, bytes: file.size };
       errors.push({ textKey: 'upload.aboveLimit', textFields, message: fill(TEXT.en['upload.aboveLimit'], textFields) });
@@ -1391,40 +1564,46 @@ async function readFiles(input) {
       errors.push(e?.refusal ? e : { message: e?.message ?? String(e) });
     }
   }
+  // (the same files may be picked again: a change event needs the input emptied)
+  input.value = '';
+  await assignRoles();
   if (errors.length) {
     const all = { list: errors, message: errors.map((e) => e.message).join('\n') };
     showError(input, errorText(all), all);
   }
-  const values = $('#up-values');
-  if (![...values.options].some((o) => o.value === '')) {
-    const none = new Option(t(app.lang, 'data.none'), '');
-    none.dataset.i18n = 'data.none';
-    values.add(none, 0);
+}
+
+/** Forgets every listed file (the data in use stays). */
+async function clearFiles() {
+  if (!$('#file-list').children.length) return;
+  await request('dropFiles', {});
+  uploads.clear();
+  $('#file-list').replaceChildren();
+}
+
+/** Forgets one listed file (the data in use stays) and proposes the roles again. */
+async function removeFile(name) {
+  await request('dropFiles', { name });
+  uploads.delete(name);
+  for (const li of document.querySelectorAll('#file-list li')) {
+    if (li.dataset.file === name || li.dataset.of === name) li.remove();
   }
-  $('#upload-choice').hidden = $('#up-attention').options.length === 0;
-  // Sensible defaults: attention is the first tensor whose name says so, K and V likewise.
-  const pick = (id, re, fallback) => {
-    const sel = $(id);
-    const hit = [...sel.options].find((o) => re.test(o.value.split('::').pop()));
-    if (hit) sel.value = hit.value;
-    else if (fallback !== undefined) sel.value = fallback;
-  };
-  pick('#up-attention', /att/i);
-  pick('#up-keys', /(^|[^a-z])k(ey|eys)?([^a-z]|$)/i);
-  pick('#up-values', /(^|[^a-z])v(alue|alues)?([^a-z]|$)/i, '');
+  await assignRoles();
+  $('#file').focus();
+}
+
+/** A role select or a shape control changed: the choice is checked again. */
+function onChoiceChanged(control) {
+  const role = Object.entries(ROLE_SELECTS).find(([, id]) => $(id) === control)?.[0];
+  if (role && app.assignment) {
+    app.assignment.manual.add(role);
+    showRoles();
+  }
+  return busyWhile(checkChoice);
 }
 
 async function onUse(button) {
-  const choice = {
-    attention: $('#up-attention').value,
-    keys: $('#up-keys').value,
-    values: $('#up-values').value || null,
-    headMode: $('#up-headmode').value,
-    head: Number($('#up-head').value) || 0,
-    layer: Number($('#up-layer').value) || 0,
-    kvHead: Number($('#up-kvhead').value) || 0,
-    normalise: $('#up-normalise').checked,
-  };
+  const choice = uploadChoice();
   try {
     const reply = await request('useUploaded', {
       choice, keep: { lang: app.lang, embed: app.good.embed }, draw: drawSpec(chartsOf(ALL)),
@@ -1432,7 +1611,7 @@ async function onUse(button) {
     const used = new Set([choice.attention, choice.keys, choice.values].filter(Boolean).map((v) => v.split('::')[0]));
     const files = [...used].map((name) => ({ name, bytes: uploads.get(name) })).filter((f) => f.bytes);
     savedUpload.put({ files, choice }).catch(() => {}); // storage may be blocked: the view still works
-    app.upload = { choice, about: reply.about };
+    app.upload = { choice, about: reply.about, files };
     errorSlot(button).hidden = true;
     showUploadWarnings(reply.about, reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
@@ -1471,8 +1650,14 @@ function stop() {
   busyWhile(async () => {
     let reply = await request('init', { settings: app.good, lang: app.lang });
     if (app.upload) {
-      for (const [name, bytes] of uploads) await request('loadFile', { name, bytes });
+      // (the files in use first, then the rest of the list: a pick made since may have
+      // replaced the list)
+      for (const { name, bytes } of app.upload.files) await request('loadFile', { name, bytes });
       reply = await request('useUploaded', { choice: app.upload.choice, keep: { lang: app.lang, embed: app.good.embed } });
+      const inUse = new Set(app.upload.files.map((f) => f.name));
+      for (const [name, bytes] of uploads) if (!inUse.has(name)) await request('loadFile', { name, bytes });
+    } else {
+      for (const [name, bytes] of uploads) await request('loadFile', { name, bytes });
     }
     await app.client.attach(app.canvases);
     await request('draw', { draw: drawSpec(chartsOf(ALL)) });
@@ -1553,6 +1738,10 @@ function wire() {
     });
   }
   $('#file').addEventListener('change', (ev) => onFiles(ev.target));
+  $('#file-add').addEventListener('change', (ev) => onFiles(ev.target));
+  for (const id of [...Object.values(ROLE_SELECTS), '#up-headmode', '#up-head', '#up-layer', '#up-kvhead', '#up-normalise']) {
+    $(id).addEventListener('change', (ev) => onChoiceChanged(ev.target));
+  }
   $('#up-use').addEventListener('click', (ev) => onUse(ev.target));
   $('#use-generated').addEventListener('click', () => {
     savedUpload.clear().catch(() => {});
@@ -1577,9 +1766,9 @@ async function restoreUpload(saved, first) {
   if (!saved?.files?.length) return null;
   try {
     for (const f of saved.files) await addFile(f.name, f.bytes);
-    $('#upload-choice').hidden = false;
+    fillRoleSelects(saved.choice);
     const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: first.settings.embed } });
-    app.upload = { choice: saved.choice, about: reply.about };
+    app.upload = { choice: saved.choice, about: reply.about, files: saved.files };
     showUploadWarnings(reply.about, reply.result.warnings);
     return reply;
   } catch (e) {
@@ -1589,8 +1778,7 @@ async function restoreUpload(saved, first) {
       // forgets them too, and main() starts the generated view again.
       uploads.clear();
       $('#file-list').replaceChildren();
-      for (const id of ['#up-attention', '#up-keys', '#up-values']) $(id).replaceChildren();
-      $('#upload-choice').hidden = true;
+      fillRoleSelects(null);
       showWarnings('#upload-warnings', [t(app.lang, 'progress.stopped.upload')]);
       return { stopped: true };
     }
@@ -1730,6 +1918,7 @@ async function main() {
   // reader would read out dozens of them at every move of a slider (#status says what happens).
   for (const o of document.querySelectorAll('output')) o.setAttribute('aria-live', 'off');
   const urlLang = new URLSearchParams(query).get('lang');
+  app.linkOnUpload = new URLSearchParams(window.location.search).get('data') === 'upload';
   app.lang = initialLanguage(urlLang);
   app.labels = chartLabels(app.lang);
   applyLanguage(app.lang);
@@ -1902,11 +2091,19 @@ async function main() {
  * replaces the settings and messages, and wires the controls once.
  */
 function present(view, live = true) {
-  showUrlWarnings(view.warnings);
+  const warnings = [...view.warnings];
+  // A link made on uploaded data opened where that upload is not kept: generated data of the
+  // same shape (the link's T, S and d) stands in, and the page says so with the link's repairs.
+  if (app.linkOnUpload && !app.upload && view.figures?.data) {
+    const { tokens: T, steps: S, channels: d } = view.figures.data;
+    const textFields = { T, S, d };
+    warnings.push({ key: 'data', textKey: 'warn.uploadLink', textFields, message: fill(TEXT.en['warn.uploadLink'], textFields) });
+  }
+  showUrlWarnings(warnings);
   if (view.stopped) showNote('progress.stopped.first');
   // A bare address opens the last view kept in this browser (a shared classroom computer shows
   // the last person's): said until the next change.
-  else if (app.restored && !view.warnings.length) showNote('warn.restored');
+  else if (app.restored && !warnings.length) showNote('warn.restored');
   if (!app.listed) {
     app.listed = true;
     const modelSel = $('#model');

@@ -596,7 +596,7 @@ pub enum LoadWarning {
 
 /// The shapes an attention matrix may have ([`LoadError::WrongRank`]'s `expected`).
 pub(crate) const ATTENTION_SHAPES: &str = "[S, T] (S query steps over T tokens), [T, T] (a full \
-    causal matrix) or [H, S, T] (per head), after dropping leading axes of length 1; from a [B, H, S, T] batch of B > 1 save element [0]";
+    causal matrix) or [H, S, T] (per head); from a [B, H, S, T] batch of B > 1 save element [0]";
 
 /// The shapes a K or V tensor may have ([`LoadError::WrongRank`]'s `expected`).
 pub(crate) const KV_SHAPES: &str =

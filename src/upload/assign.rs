@@ -4,7 +4,8 @@
 //! Shapes decide first, names second:
 //! - attention is a non-negative tensor of rank 2 or 3 (after leading axes of 1 are dropped,
 //!   [`crate::io::squeezed`]) whose rows sum to 1 ([`ROW_SUM_TOLERANCE`]); failing that, a
-//!   non-negative one whose name says attention (its rows can then be normalised);
+//!   non-negative one whose name says attention, then one whose `T` some K or V shares (its
+//!   rows can then be normalised);
 //! - keys and values are finite tensors of rank 2 to 4 whose `T` (the second-to-last axis)
 //!   equals the attention's `T`; between them the name decides (`key`, `k`, `value`, `v`,
 //!   `past_key_values.N.key`, `layers.N.v`, ...), then the order the files came in.
@@ -13,7 +14,7 @@
 //! with the reason it was given ([`Reason`]), and what the rules could not settle alone is
 //! listed as an [`Ambiguity`], so the page can say what to check.
 
-use crate::io::{squeezed, NamedTensor, ROW_SUM_TOLERANCE};
+use crate::io::{squeezed, FieldSink, NamedTensor, ROW_SUM_TOLERANCE};
 
 /// A role of an uploaded tensor in the note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -57,6 +58,9 @@ pub enum Why {
     Distribution,
     /// Attention: non-negative and named so, but its rows do not all sum to 1.
     NamedAttention,
+    /// Attention: non-negative, and its `T` is that of a tensor that can be K or V (its rows do
+    /// not all sum to 1, and its name says nothing).
+    NonNegative,
     /// Keys or values: the name says so.
     Named,
     /// Keys or values: its `T` equals the attention's.
@@ -76,6 +80,7 @@ impl Why {
         match self {
             Why::Distribution => "distribution",
             Why::NamedAttention => "namedAttention",
+            Why::NonNegative => "nonNegative",
             Why::Named => "named",
             Why::MatchesAttention => "matchesAttention",
             Why::OnlyOne => "onlyOne",
@@ -111,6 +116,9 @@ impl Reason {
             Why::Distribution => "non-negative, every row sums to 1".to_string(),
             Why::NamedAttention => {
                 "named attention, non-negative, but its rows do not all sum to 1".to_string()
+            }
+            Why::NonNegative => {
+                format!("non-negative, T = {tokens} as K/V have (its rows do not all sum to 1)")
             }
             Why::Named => format!("the name says {role}"),
             Why::MatchesAttention => format!("T = {tokens} matches the attention"),
@@ -162,6 +170,42 @@ pub enum Ambiguity {
 }
 
 impl Ambiguity {
+    /// This note's fields for the page's templates (`names` joined by `, `, with their
+    /// `count`), as [`crate::io::LoadError::visit`] gives an error's; returns its kind
+    /// (`severalAttention`, `several`, `keysOrValues`, `tokensDiffer`).
+    pub fn visit(&self, field: &mut FieldSink<'_>) -> &'static str {
+        let mut names = |n: &[String]| {
+            field("names", &n.join(", "));
+            field("count", &n.len());
+        };
+        match self {
+            Ambiguity::SeveralAttention { names: n } => {
+                names(n);
+                "severalAttention"
+            }
+            Ambiguity::Several { role, names: n } => {
+                names(n);
+                field("role", role);
+                "several"
+            }
+            Ambiguity::KeysOrValues { keys, values } => {
+                field("keys", keys);
+                field("values", values);
+                "keysOrValues"
+            }
+            Ambiguity::TokensDiffer {
+                name,
+                tokens,
+                expected,
+            } => {
+                field("name", name);
+                field("tokens", tokens);
+                field("expected", expected);
+                "tokensDiffer"
+            }
+        }
+    }
+
     /// The English sentence.
     pub fn english(&self) -> String {
         match self {
@@ -215,25 +259,30 @@ impl Assignment {
 /// What a tensor's name says of its role: the last word of it that names one decides
 /// (`past_key_values.5.key` is keys: "values" there is part of the cache's name).
 pub fn named_role(name: &str) -> Option<Role> {
-    let stem = [".npy", ".safetensors", ".csv", ".tsv", ".txt", ".json"]
-        .iter()
-        .find_map(|ext| {
-            name.len()
-                .checked_sub(ext.len())
-                .filter(|&at| name.is_char_boundary(at) && name[at..].eq_ignore_ascii_case(ext))
-                .map(|at| &name[..at])
+    // (a file's extension is a word too, but never one of these)
+    const WORDS: [(&str, Role); 14] = [
+        ("attn", Role::Attention),
+        ("att", Role::Attention),
+        ("attention", Role::Attention),
+        ("attentions", Role::Attention),
+        ("attns", Role::Attention),
+        ("probs", Role::Attention),
+        ("k", Role::Keys),
+        ("key", Role::Keys),
+        ("keys", Role::Keys),
+        ("kcache", Role::Keys),
+        ("v", Role::Values),
+        ("value", Role::Values),
+        ("values", Role::Values),
+        ("vcache", Role::Values),
+    ];
+    name.rsplit(|c: char| !c.is_ascii_alphanumeric())
+        .find_map(|w| {
+            WORDS
+                .iter()
+                .find(|(known, _)| known.eq_ignore_ascii_case(w))
+                .map(|&(_, role)| role)
         })
-        .unwrap_or(name);
-    stem.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter_map(|w| match w.to_ascii_lowercase().as_str() {
-            "attn" | "att" | "attention" | "attentions" | "attns" | "probs" => {
-                Some(Role::Attention)
-            }
-            "k" | "key" | "keys" | "kcache" => Some(Role::Keys),
-            "v" | "value" | "values" | "vcache" => Some(Role::Values),
-            _ => None,
-        })
-        .last()
 }
 
 /// The first number in a tensor's name (`past_key_values.5.key`: 5), to pair K and V of the
@@ -324,10 +373,16 @@ pub fn assign<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a NamedTensor)>)
             j != i && t.kv_shaped && !t.rows_sum_to_one && t.kv_tokens == all[i].attention_tokens
         })
     };
+    let not_kv = |i: usize| !matches!(all[i].named, Some(Role::Keys | Role::Values));
     let attention = if distributions.is_empty() {
         (0..all.len())
             .find(|&i| all[i].attention_shaped && all[i].named == Some(Role::Attention))
             .map(|i| (i, Why::NamedAttention))
+            .or_else(|| {
+                (0..all.len())
+                    .find(|&i| all[i].attention_shaped && not_kv(i) && has_partner(i))
+                    .map(|i| (i, Why::NonNegative))
+            })
     } else {
         // Among several: those named attention, then those whose T some K/V shares.
         let mut pool = distributions.clone();
@@ -635,6 +690,16 @@ mod tests {
             a.ambiguities[0].english(),
             "k.npy is not used: its T = 8, the data's T = 50"
         );
+        let (kind, fields) = crate::io::collect_parts(|f| a.ambiguities[0].visit(f));
+        assert_eq!(kind, "tokensDiffer");
+        assert_eq!(
+            fields,
+            vec![
+                ("name", "k.npy".into()),
+                ("tokens", "8".into()),
+                ("expected", "50".into())
+            ]
+        );
         // two attention matrices: the one K matches is chosen, the other listed
         let a = run(&[
             attention("p.npy", 4, 7),
@@ -661,5 +726,12 @@ mod tests {
         let a = run(&[twice("attn.npy")]);
         assert_eq!(ids(&a), [Some("attn.npy::attn.npy"), None, None]);
         assert_eq!(a.reasons[0].why, Why::NamedAttention);
+        // or when a K/V tensor shares its T (3): the attention's rows then need normalising
+        let a = run(&[twice("h.npy"), kv("k.npy", 3, 2)]);
+        assert_eq!(ids(&a)[..2], [Some("h.npy::h.npy"), Some("k.npy::k.npy")]);
+        assert_eq!(
+            a.reasons[0].english(),
+            "attention: h.npy [2, 3], non-negative, T = 3 as K/V have (its rows do not all sum to 1)"
+        );
     }
 }

@@ -18,9 +18,7 @@ mod web {
     use kvlab::io::{FieldSink, FileAbout, KvAbout, LoadError, LoadWarning, SkippedTensor};
     use kvlab::js::error;
     use kvlab::lab::{FileSummary, UploadChoice};
-    use kvlab::upload::{
-        Ambiguity, Assignment, Chosen as Picked, Role, UploadError, UploadFigures,
-    };
+    use kvlab::upload::{Assignment, Chosen as Picked, Role, UploadError, UploadFigures};
     use wasm_bindgen::prelude::*;
 
     /// Installs the panic hook once, when the module is instantiated.
@@ -154,6 +152,7 @@ mod web {
                     worst_sum,
                     tolerance,
                 } => object(&[
+                    ("english", w.to_string().into()),
                     ("kind", "rowSums".into()),
                     ("file", file.as_str().into()),
                     ("rowsOff", num(*rows_off)),
@@ -231,8 +230,9 @@ mod web {
     }
 
     /// [`Assignment`] as `{attention, keys, values, reasons: [{role, id, name, shape, why,
-    /// tokens, english}], ambiguities: [{kind, ...fields, english}]}` (`attention`, `keys`,
-    /// `values`: the ids proposed, `""` for generated).
+    /// tokens}], ambiguities: [{kind, ...fields}]}` (every field of an ambiguity as text) (`attention`, `keys`, `values`: the ids
+    /// proposed, `""` for generated). The page words them in its language; their English
+    /// (`Reason::english`, `Ambiguity::english`, tested natively) stays out of this module.
     fn assignment_object(a: &Assignment) -> JsValue {
         let reasons: Array = a
             .reasons
@@ -246,53 +246,13 @@ mod web {
                     ("shape", t.map_or(JsValue::NULL, |t| shape(&t.shape))),
                     ("why", r.why.key().into()),
                     ("tokens", opt(r.tokens)),
-                    ("english", r.english().into()),
                 ])
             })
             .collect();
-        let names = |n: &[String]| {
-            n.iter()
-                .map(|x| JsValue::from(x.as_str()))
-                .collect::<Array>()
-        };
         let ambiguities: Array = a
             .ambiguities
             .iter()
-            .map(|x| {
-                let english = ("english", x.english().into());
-                match x {
-                    Ambiguity::SeveralAttention { names: n } => object(&[
-                        ("kind", "severalAttention".into()),
-                        ("names", names(n).into()),
-                        ("count", num(n.len())),
-                        english,
-                    ]),
-                    Ambiguity::Several { role, names: n } => object(&[
-                        ("kind", "several".into()),
-                        ("role", (*role).into()),
-                        ("names", names(n).into()),
-                        ("count", num(n.len())),
-                        english,
-                    ]),
-                    Ambiguity::KeysOrValues { keys, values } => object(&[
-                        ("kind", "keysOrValues".into()),
-                        ("keys", keys.as_str().into()),
-                        ("values", values.as_str().into()),
-                        english,
-                    ]),
-                    Ambiguity::TokensDiffer {
-                        name,
-                        tokens,
-                        expected,
-                    } => object(&[
-                        ("kind", "tokensDiffer".into()),
-                        ("name", name.as_str().into()),
-                        ("tokens", num(*tokens)),
-                        ("expected", num(*expected)),
-                        english,
-                    ]),
-                }
-            })
+            .map(|x| refusal_fields(|f| x.visit(f)))
             .collect();
         let id = |role| JsValue::from(a.id(role).unwrap_or(""));
         object(&[

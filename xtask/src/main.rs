@@ -17,7 +17,6 @@ mod fuzz;
 mod pipeline;
 mod serve;
 mod site;
-mod strip;
 mod wasm;
 
 use std::error::Error;
@@ -65,9 +64,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
         "build" => {
             no_args(cmd, rest)?;
             wasm::build(&ws)?;
-            println!(
-                "(sizes of www/; `cargo xtask dist` strips the js comments and reports dist/)"
-            );
+            println!("(sizes of www/; `cargo xtask dist` minifies the js and reports dist/)");
             print!("{}", wasm::size_report(&ws.www())?);
             Ok(ExitCode::SUCCESS)
         }

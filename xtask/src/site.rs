@@ -1,6 +1,6 @@
 //! `cargo xtask dist`: assemble `www/` (with the generated `www/pkg/`, `www/pkg-simd/` and
-//! `www/pkg-upload/`) into `dist/`, its JavaScript without comments and indentation
-//! ([`strip_js`]), and report the sizes a browser downloads.
+//! `www/pkg-upload/`) into `dist/`, its JavaScript and CSS minified ([`minify`]), and report
+//! the sizes a browser downloads.
 //!
 //! `dist/` is a plain folder that works from any static host and any sub-path, so every URL in
 //! the page must be relative and nothing may come from another origin. [`absolute_urls`] checks
@@ -8,7 +8,6 @@
 //! site under a sub-path and fail on any request to another origin.
 
 use crate::first_view;
-use crate::strip::strip_js;
 use crate::wasm::{collect_files, size_report};
 use crate::{wasm, Result, Workspace};
 
@@ -62,33 +61,65 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         std::fs::remove_dir_all(&dist)
             .map_err(|e| format!("cannot clear {}: {e}", dist.display()))?;
     }
+    let mut scripts = Vec::new();
     for file in &files {
         let to = dist.join(file.strip_prefix(&www)?);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        if file.extension().is_some_and(|e| e == "js") {
-            // (the page's and wasm-bindgen's js: comments and indentation are not sent)
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            let stripped =
-                strip_js(&text).map_err(|e| format!("cannot strip {}: {e}", file.display()))?;
-            std::fs::write(&to, stripped)
-                .map_err(|e| format!("cannot write {}: {e}", to.display()))?;
-        } else {
-            std::fs::copy(file, &to)
-                .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
+        std::fs::copy(file, &to)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
+        if file.extension().is_some_and(|e| e == "js" || e == "css") {
+            scripts.push(to);
         }
     }
+    minify(ws, &scripts)?;
+    unindent(&dist.join("index.html"))?;
     let ahead = first_view::write(&www.join("i18n.js"), &dist.join("index.html"))?;
     println!(
-        "xtask: dist assembled: {} files in {} (js without comments and indentation; \
-         index.html with the default view drawn ahead, {ahead} B)",
+        "xtask: dist assembled: {} files in {} (js and css minified; index.html with the \
+         default view drawn ahead, {ahead} B)",
         files.len(),
         dist.display()
     );
     print!("{}", size_report(&dist)?);
     Ok(())
+}
+
+/// Minifies `scripts` (the page's and wasm-bindgen's JavaScript, and the style sheet, in
+/// `dist/`) in place with terser and csso (`xtask/minify.mjs`), installing the node packages
+/// first when they are missing: what the browser downloads carries no comments, indentation
+/// or long local names.
+fn minify(ws: &Workspace, scripts: &[std::path::PathBuf]) -> Result<()> {
+    crate::pipeline::ensure_node_packages(ws)?;
+    let status = ws
+        .command("node")
+        .arg(ws.root.join("xtask").join("minify.mjs"))
+        .args(scripts)
+        .status()
+        .map_err(|e| format!("cannot run node (Node.js 20 or later is needed): {e}"))?;
+    if !status.success() {
+        return Err(format!("minifying dist/'s JavaScript failed ({status})").into());
+    }
+    Ok(())
+}
+
+/// Drops the indentation at the start of each line of an HTML file: whitespace between tags
+/// collapses to one space when rendered, and the page has no `<pre>` or `<textarea>`, where it
+/// would not (checked: such a page is refused rather than changed).
+fn unindent(html: &std::path::Path) -> Result<()> {
+    let text = std::fs::read_to_string(html)
+        .map_err(|e| format!("cannot read {}: {e}", html.display()))?;
+    if text.contains("<pre") || text.contains("<textarea") {
+        return Err(format!(
+            "{} has a <pre> or <textarea>, whose indentation would show: unindent cannot be used",
+            html.display()
+        )
+        .into());
+    }
+    let out: Vec<&str> = text.lines().map(str::trim_start).collect();
+    std::fs::write(html, out.join("\n") + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", html.display()).into())
 }
 
 /// Root-relative or other-origin URLs in html/css/js text, as `(line, snippet)`.
