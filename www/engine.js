@@ -312,13 +312,8 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     draw: ({ draw: spec }) => ({ timings: { compute: 0, draws: draw(spec) } }),
     /** `{name, bytes}` → `{file, summary, about, tensors, skipped}` (`about`: the fields of `summary`). */
     loadFile: async ({ name, bytes }) => (await uploadsModule()).load(name, bytes),
-    /** Forgets one uploaded file (`{name}`), or every one (`{}`); the data in use stays. */
-    dropFiles: async ({ name }) => {
-      const uploads = await uploadsModule();
-      if (name == null) uploads.clear();
-      else uploads.remove(name);
-      return true;
-    },
+    /** Forgets one uploaded file (`{name}`); the data in use stays. */
+    dropFiles: async ({ name }) => (await uploadsModule()).remove(name),
     /** The roles proposed for the files kept (kvlab::upload::Assignment, as fields). */
     assignRoles: async () => (await uploadsModule()).assign(),
     /** What `choice` would give, before it is used: `about` (shapes, warnings) or the refusal. */

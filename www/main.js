@@ -1381,7 +1381,9 @@ async function addFile(name, buf) {
   const summary = await request('loadFile', { name, bytes: buf });
   uploads.set(name, buf);
   // A file uploaded again under its name replaces the one listed.
-  for (const old of document.querySelectorAll('#file-list li')) if (old.dataset.file === summary.file) old.remove();
+  for (const old of document.querySelectorAll('#file-list li')) {
+    if (old.dataset.file === summary.file || old.dataset.of === summary.file) old.remove();
+  }
   const list = $('#file-list');
   const li = document.createElement('li');
   // In the page's language; the engine's English line stays in data-value (as figures' do).
@@ -1543,14 +1545,18 @@ function onFiles(input) {
   return busyWhile(() => readFiles(input));
 }
 
-/** Files picked with "Upload files" replace those listed; "Add files" adds to them. */
+/**
+ * Files picked with "Upload files" replace those listed (once one of them is read: a pick whose
+ * every file is refused leaves the list as it was); "Add files" adds to them.
+ */
 async function readFiles(input) {
   const slot = errorSlot(input);
   slot.hidden = true;
   for (const i of document.querySelectorAll('#file, #file-add')) i.removeAttribute('aria-invalid'); // (the last pick's refusal goes with its message)
   const errors = []; // every refused file keeps its own message (worded again on a language switch)
   const picked = [...input.files];
-  if (input.id === 'file') await clearFiles();
+  const names = new Set(picked.map((f) => f.name));
+  let replace = input.id === 'file';
   for (const file of picked) {
     if (file.size > MAX_UPLOAD) {
       const textFields = { file: file.name, bytes: file.size };
@@ -1560,6 +1566,12 @@ async function readFiles(input) {
     try {
       const buf = new Uint8Array(await file.arrayBuffer());
       await addFile(file.name, buf);
+      if (replace) {
+        replace = false;
+        for (const li of [...document.querySelectorAll('#file-list li[data-file]')]) {
+          if (!names.has(li.dataset.file)) await dropListed(li.dataset.file);
+        }
+      }
     } catch (e) {
       errors.push(e?.refusal ? e : { message: e?.message ?? String(e) });
     }
@@ -1573,21 +1585,18 @@ async function readFiles(input) {
   }
 }
 
-/** Forgets every listed file (the data in use stays). */
-async function clearFiles() {
-  if (!$('#file-list').children.length) return;
-  await request('dropFiles', {});
-  uploads.clear();
-  $('#file-list').replaceChildren();
-}
-
-/** Forgets one listed file (the data in use stays) and proposes the roles again. */
-async function removeFile(name) {
+/** Forgets a listed file, in the engine and on the page (the data in use stays). */
+async function dropListed(name) {
   await request('dropFiles', { name });
   uploads.delete(name);
   for (const li of document.querySelectorAll('#file-list li')) {
     if (li.dataset.file === name || li.dataset.of === name) li.remove();
   }
+}
+
+/** Remove: forgets one listed file and proposes the roles again. */
+async function removeFile(name) {
+  await dropListed(name);
   await assignRoles();
   $('#file').focus();
 }

@@ -40,10 +40,7 @@ pub enum UploadError {
         name: String,
     },
     /// One tensor was chosen for two roles (the causal `[T, T]` attention as the keys too).
-    #[error(
-        "{name} is chosen as both {first} and {second}: a tensor plays one role; choose \
-             another for the {second}, or none to generate them"
-    )]
+    #[error("{name} cannot be both {first} and {second}: choose another tensor, or none to generate the {second}")]
     TwoRoles {
         /// The tensor's name.
         name: String,
@@ -53,10 +50,7 @@ pub enum UploadError {
         second: &'static str,
     },
     /// Every role was left to generated data.
-    #[error(
-        "no tensor is chosen: choose the attention, the keys or the values (the others are \
-             generated)"
-    )]
+    #[error("no tensor is chosen: choose at least one (the rest is generated)")]
     NothingChosen,
 }
 
@@ -139,7 +133,7 @@ pub enum ChosenError {
     #[error(transparent)]
     Tokens(#[from] TokenMismatch),
     /// None was given.
-    #[error("no tensor is chosen: choose the attention, the keys or the values (the others are generated)")]
+    #[error("no tensor is chosen: choose at least one (the rest is generated)")]
     Nothing,
 }
 
@@ -338,7 +332,7 @@ impl Uploads {
         self.files.len() != before
     }
 
-    /// Forgets every file (a new pick replaces the files before it).
+    /// Forgets every file.
     pub fn clear(&mut self) {
         self.files.clear();
     }
@@ -601,8 +595,8 @@ mod tests {
         let e = up.choose(&only("a.csv", "a.csv", None)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "a.csv is chosen as both attention and keys: a tensor plays one role; choose \
-             another for the keys, or none to generate them"
+            "a.csv cannot be both attention and keys: choose another tensor, or none to \
+             generate the keys"
         );
         let e = up.choose(&only("", "k.csv", Some("k.csv"))).unwrap_err();
         assert!(

@@ -217,3 +217,24 @@ export function npy(shape, values) {
   values.forEach((v, i) => out.writeFloatLE(v, 10 + header.length + i * 4));
   return out;
 }
+
+/**
+ * A .safetensors file of float32 tensors (`[{name, shape, values}]`, in that order) with an
+ * optional `__metadata__` object of strings.
+ */
+export function safetensors(tensors, metadata = null) {
+  const header = {};
+  let offset = 0;
+  for (const t of tensors) {
+    header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [offset, offset + 4 * t.values.length] };
+    offset += 4 * t.values.length;
+  }
+  if (metadata) header.__metadata__ = metadata;
+  const head = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(head.length));
+  const data = Buffer.alloc(offset);
+  let at = 0;
+  for (const t of tensors) for (const v of t.values) { data.writeFloatLE(v, at); at += 4; }
+  return Buffer.concat([length, head, data]);
+}

@@ -36,9 +36,10 @@ test('the file readers are a second wasm module, fetched on the first upload and
   assert.equal(fetched('/pkg-upload/kvlab_upload_bg.wasm'), 0, 'a visit without uploads never fetches it');
   assert.equal(fetched('/pkg-upload/kvlab_upload.js'), 0);
   await page.locator('details.upload summary').click();
-  for (const name of ['attn.npy', 'k.npy']) {
+  // (the second file is added to the first: a pick with "Upload files" replaces the list)
+  for (const [name, label] of [['attn.npy', 'Upload files'], ['k.npy', 'Add files']]) {
     const buffer = name === 'k.npy' ? npy([T, D], keys()) : npy([S, T], attention());
-    await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+    await page.getByLabel(label, { exact: true }).setInputFiles([
       { name, mimeType: 'application/octet-stream', buffer },
     ]);
     await page.locator('#file-list li', { hasText: name }).waitFor();
@@ -124,7 +125,7 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   // A corrupt file: its message, and the data in use stays.
   const keptCount = await figure(page, 'kept-count');
   const rq = await figure(page, 'r-quant');
-  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+  await page.getByLabel('Add files', { exact: true }).setInputFiles([
     { name: 'broken.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()).subarray(0, 70) },
   ]);
   const err = page.locator('#file').locator('xpath=..').locator('.error');
@@ -135,7 +136,7 @@ test('upload .npy attention and keys: shapes shown, figures follow the data', as
   assert.match(await page.locator('[data-figure="data-description"]').textContent(), /uploaded/);
 
   // Mismatched T between attention and keys is refused with both numbers named.
-  await page.getByLabel('Upload files', { exact: true }).setInputFiles([
+  await page.getByLabel('Add files', { exact: true }).setInputFiles([
     { name: 'k30.npy', mimeType: 'application/octet-stream', buffer: npy([30, D], keys().slice(0, 30 * D)) },
   ]);
   await page.locator('#file-list li', { hasText: 'k30.npy' }).waitFor();
@@ -281,7 +282,8 @@ test('an upload is described in the page\'s language: file list, data descriptio
   const read = () => page.evaluate(() => {
     const pair = (el) => ({ text: el.textContent, engine: el.dataset.value });
     return {
-      files: [...document.querySelectorAll('#file-list li[data-about]')].map(pair),
+      files: [...document.querySelectorAll('#file-list li[data-about]')]
+        .map((li) => ({ text: li.querySelector('span').textContent, engine: li.dataset.value })),
       description: pair(document.querySelector('[data-figure="data-description"]')),
       warnings: pair(document.querySelector('#upload-warnings')),
     };

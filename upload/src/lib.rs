@@ -291,11 +291,6 @@ mod web {
             self.inner.remove(name)
         }
 
-        /// Forgets every file.
-        pub fn clear(&mut self) {
-            self.inner.clear();
-        }
-
         /// The roles proposed for the files kept ([`kvlab::upload::Uploads::assign`]).
         pub fn assign(&self) -> JsValue {
             assignment_object(&self.inner.assign())
