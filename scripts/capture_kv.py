@@ -8,7 +8,12 @@ saves, for one layer (and optionally one head):
                           its last rows are SnapKV's observation window
     <out>_k.npy           [H_kv, T, d] (or [T, d] with --head): the layer's keys
     <out>_v.npy           [H_kv, T, d] (or [T, d] with --head): the layer's values
-    <out>.safetensors     the same three tensors, named "attention", "k" and "v"
+    <out>_tokens.json     the prompt's tokens as text, one per token (a JSON list of strings)
+    <out>.safetensors     the same three tensors, named "attention", "k" and "v"; the tokens'
+                          texts in its metadata, entry "tokens" (a JSON list as text)
+
+kvlab shows the tokens' text in the selection charts and the kept-token list when the tokens
+file is uploaded with the tensors (the safetensors file carries them itself).
 
 With grouped-query attention (H_kv < H), --head h picks query head h for the attention and the KV
 head it reads, h * H_kv // H.
@@ -221,11 +226,14 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
 
 def save_capture(out: str | Path, attentions: Sequence[Any], past_key_values: Any, layer: int,
                  head: int | None = None, dtype: str = "float32",
-                 metadata: dict[str, str] | None = None) -> dict[str, Path]:
+                 metadata: dict[str, str] | None = None,
+                 tokens: Sequence[str] | None = None) -> dict[str, Path]:
     """Saves one layer's attention and K/V as .npy files and one .safetensors file.
 
     ``out`` is a path prefix: writes ``<out>_attention.npy``, ``<out>_k.npy``, ``<out>_v.npy`` and
-    ``<out>.safetensors``. ``dtype`` is ``float32`` or ``float16``. Returns the paths by role.
+    ``<out>.safetensors``; with ``tokens`` (one text per token) also ``<out>_tokens.json`` and the
+    safetensors metadata entry ``tokens``. ``dtype`` is ``float32`` or ``float16``. Returns the
+    paths by role.
     """
     if dtype not in SAVE_DTYPES:
         raise ValueError(f"dtype {dtype!r}: expected one of {SAVE_DTYPES}")
@@ -234,6 +242,8 @@ def save_capture(out: str | Path, attentions: Sequence[Any], past_key_values: An
     k, v = kv_arrays(past_key_values, layer, head, n_heads)
     if attn.shape[-1] != k.shape[-2]:
         raise ValueError(f"attention covers T={attn.shape[-1]} tokens but K has T={k.shape[-2]}")
+    if tokens is not None and len(tokens) != attn.shape[-1]:
+        raise ValueError(f"{len(tokens)} token texts for T={attn.shape[-1]} tokens")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     arrays = {"attention": attn.astype(dtype), "k": k.astype(dtype), "v": v.astype(dtype)}
@@ -244,6 +254,11 @@ def save_capture(out: str | Path, attentions: Sequence[Any], past_key_values: An
         paths[role] = p
     meta = {"layer": str(layer), "head": "all" if head is None else str(head)}
     meta.update(metadata or {})
+    if tokens is not None:
+        texts = json.dumps([str(t) for t in tokens], ensure_ascii=False)
+        meta["tokens"] = texts
+        paths["tokens"] = out.parent / f"{out.name}_tokens.json"
+        paths["tokens"].write_text(texts, encoding="utf-8")
     paths["safetensors"] = save_safetensors(out.parent / f"{out.name}.safetensors", arrays, meta)
     return paths
 
@@ -254,13 +269,17 @@ def describe(paths: dict[str, Path]) -> str:
     for role in ("attention", "k", "v"):
         arr = np.load(paths[role], allow_pickle=False)
         lines.append(f"{role:9s} {str(list(arr.shape)):18s} {arr.dtype}  {paths[role]}")
+    if "tokens" in paths:
+        count = len(json.loads(paths["tokens"].read_text(encoding="utf-8")))
+        lines.append(f"{'tokens':9s} {str([count]):18s} {'text':7s}  {paths['tokens']}")
     lines.append(f"{'all':9s} {'':18s} {'':7s}  {paths['safetensors']}")
     return "\n".join(lines)
 
 
 def run_model(model_name: str | None, prompt: str, tiny_random: bool = False,
-              device: str = "cpu") -> tuple[list[np.ndarray], Any]:
-    """Runs the model once over ``prompt``; returns (attentions as numpy, past_key_values).
+              device: str = "cpu") -> tuple[list[np.ndarray], Any, list[str]]:
+    """Runs the model once over ``prompt``; returns (attentions as numpy, past_key_values, the
+    tokens' texts).
 
     ``tiny_random`` builds a 2-layer randomly initialised Llama from a config (no download) and
     feeds it byte-level token ids, for testing this script without a network.
@@ -277,17 +296,20 @@ def run_model(model_name: str | None, prompt: str, tiny_random: bool = False,
         model = transformers.LlamaForCausalLM(config)
         ids = torch.tensor([list(prompt.encode("utf-8"))[:512] or [0]])
         inputs = {"input_ids": ids}
+        # (one byte a token: its character, or its value where it is part of a longer one)
+        texts = [chr(b) if b < 128 else f"\\x{b:02x}" for b in ids[0].tolist()]
     else:
         tokenizer = transformers.AutoTokenizer.from_pretrained(model_name)
         # Eager attention: fused kernels (sdpa, flash) do not return attention weights.
         model = transformers.AutoModelForCausalLM.from_pretrained(
             model_name, attn_implementation="eager")
         inputs = dict(tokenizer(prompt, return_tensors="pt"))
+        texts = [tokenizer.decode([i]) for i in inputs["input_ids"][0].tolist()]
     model.to(device).eval()
     with torch.no_grad():
         outputs = model(**{k: v.to(device) for k, v in inputs.items()},
                         output_attentions=True, use_cache=True)
-    return [to_numpy(a) for a in outputs.attentions], outputs.past_key_values
+    return [to_numpy(a) for a in outputs.attentions], outputs.past_key_values, texts
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -305,9 +327,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.model and not args.tiny_random:
         parser.error("give --model NAME or --tiny-random")
-    attentions, pkv = run_model(args.model, args.prompt, args.tiny_random, args.device)
+    attentions, pkv, texts = run_model(args.model, args.prompt, args.tiny_random, args.device)
     paths = save_capture(args.out, attentions, pkv, args.layer, args.head, args.dtype,
-                         {"model": args.model or "tiny-random-llama", "prompt": args.prompt})
+                         {"model": args.model or "tiny-random-llama", "prompt": args.prompt},
+                         tokens=texts)
     print(describe(paths))
     return 0
 

@@ -476,6 +476,8 @@ pub struct Data {
     /// The generator settings of the parts an upload did not give (`None` when generated, or
     /// when the upload gave every part).
     pub filled_with: Option<GenKey>,
+    /// The prompt's token texts, one per token, when an upload gave them.
+    pub tokens: Option<Vec<String>>,
     /// Description for the page.
     pub description: String,
 }
@@ -555,6 +557,7 @@ pub fn generate(s: &Settings) -> Result<Data, LabError> {
         generated: Some(key),
         uploaded: None,
         filled_with: None,
+        tokens: None,
         description,
     })
 }
@@ -2092,7 +2095,7 @@ impl Lab {
         progress: &mut dyn FnMut(Stage),
     ) -> Result<UseSummary, LabError> {
         let t = chosen.tokens();
-        let (attention, keys, values, uploaded_text, warnings) = chosen.into_parts();
+        let (attention, keys, values, tokens, uploaded_text, warnings) = chosen.into_parts();
         let uploaded = UploadedParts {
             attention: attention.is_some(),
             keys: keys.is_some(),
@@ -2158,6 +2161,7 @@ impl Lab {
             generated: None,
             uploaded: Some(uploaded),
             filled_with: (!all).then_some(fill),
+            tokens,
             description: description.clone(),
         };
         let fresh = Lab::with_data(data, s, progress, false)?;

@@ -462,6 +462,7 @@ pub fn score_bars<DB: DrawingBackend>(
     };
     let recent = (sel.figures.recent_start < t).then_some((sel.figures.recent_start, t));
     let st = states(lab);
+    let labels = token_labels(lab, &st);
     chart::score_bars(
         root,
         &ScoreBarsView {
@@ -475,9 +476,59 @@ pub fn score_bars<DB: DrawingBackend>(
             recent,
             recent_label: l.get("chart.scores.recent"),
             legend: l.states(),
+            labels: &labels,
         },
         style,
     )
+}
+
+/// The most a score chart names: more would not fit beside each other on a phone.
+const TOKEN_LABELS: usize = 8;
+
+/// With the prompt's token texts: the kept sinks and heavy hitters with the highest scores (at
+/// most [`TOKEN_LABELS`]), each as its text in quotes ([`quoted_token`]), in token order.
+fn token_labels(lab: &Lab, states: &[TokenState]) -> Vec<(usize, String)> {
+    let Some(texts) = lab.data().tokens.as_deref() else {
+        return Vec::new();
+    };
+    let scores = &lab.select().scores;
+    let score = |i: usize| scores.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+    // The highest scores first, ties to the lower token (the selection's own order), kept by
+    // insertion: a sort with this comparison would add a sort's code to the page for 8 items.
+    let mut named: Vec<usize> = Vec::with_capacity(TOKEN_LABELS + 1);
+    for (i, st) in states.iter().enumerate() {
+        if !matches!(st, TokenState::Heavy | TokenState::Sink) {
+            continue;
+        }
+        let at = named
+            .iter()
+            .position(|&j| score(i) > score(j))
+            .unwrap_or(named.len());
+        if at < TOKEN_LABELS {
+            named.insert(at, i);
+            named.truncate(TOKEN_LABELS);
+        }
+    }
+    named.sort_unstable();
+    named
+        .into_iter()
+        .filter_map(|i| Some((i, quoted_token(texts.get(i)?))))
+        .collect()
+}
+
+/// A token's text as a label: in quotes, a line break shown as `⏎`, at most 12 characters
+/// (then `…`).
+pub fn quoted_token(text: &str) -> String {
+    let mut out = String::from("‘");
+    for (n, c) in text.chars().enumerate() {
+        if n == 12 {
+            out.push('…');
+            break;
+        }
+        out.push(if c == '\n' { '⏎' } else { c });
+    }
+    out.push('’');
+    out
 }
 
 /// Section 3: the kept set as a strip over the tokens.
@@ -725,6 +776,53 @@ mod tests {
     use crate::state::Settings;
 
     const SOURCE: &str = "// texts\n\nexport const TEXT = {\n  en: {\n    'title': 'kvlab',\n    // a comment\n    'chart.budget.x': 'bytes',\n    'budget.index.term': \"index (it's)\",\n    'state.sink': 'sink',\n  },\n  zh: {\n    'chart.budget.x': '字节',\n  },\n};\n\nexport function t() {}\n";
+
+    #[test]
+    fn a_prompts_heavy_hitters_are_named_on_the_score_chart() {
+        use crate::lab::{Lab, UploadChoice};
+        use plotters::prelude::SVGBackend;
+        // 2 steps over 6 tokens: B = 4 with r = 1 keeps the three highest scores before token
+        // 5, tokens 1 (" cat", 0.9), 4 ("\n", 0.5) and 0 (0.15, the first of a tie)
+        let s = Settings {
+            budget: 4,
+            recent: 1,
+            ..Settings::default()
+        };
+        let mut lab = Lab::new(s).unwrap();
+        lab.load_file(
+            "a.csv",
+            b"0.1,0.5,0.1,0.1,0.2,0\n0.05,0.4,0.05,0.05,0.3,0.15\n",
+        )
+        .unwrap();
+        lab.load_file(
+            "t.json",
+            br#"["<s>", " cat", " sat", " on", "\n", " a very long token"]"#,
+        )
+        .unwrap();
+        let choice = UploadChoice {
+            attention: "a.csv".into(),
+            head_mode: "head".into(),
+            ..UploadChoice::default()
+        };
+        lab.use_uploaded(&choice).unwrap();
+        assert_eq!(lab.select().selection.kept, vec![0, 1, 4, 5]);
+        let states = states(&lab);
+        assert_eq!(
+            token_labels(&lab, &states),
+            vec![
+                (0, "‘<s>’".to_string()),
+                (1, "‘ cat’".to_string()),
+                (4, "‘⏎’".to_string())
+            ]
+        );
+        assert_eq!(quoted_token(" a very long token"), "‘ a very long…’");
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (600, 240)).into_drawing_area();
+            score_bars(&root, &lab, &Labels::default(), &ChartStyle::light()).unwrap();
+        }
+        assert!(svg.contains("‘ cat’") && svg.contains("‘⏎’"), "{svg}");
+    }
 
     #[test]
     fn reads_both_languages_blocks() {

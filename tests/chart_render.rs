@@ -911,6 +911,52 @@ const LABELS: StateLabels<'static> = StateLabels {
 };
 
 #[test]
+fn score_bars_name_their_tokens_when_there_is_room() {
+    use TokenState::*;
+    let style = ChartStyle::light();
+    let scores = [1.35f32, 0.35, 0.30, 1.00, 0.20, 0.60, 0.10, 0.40];
+    let states = [
+        Sink, Dropped, Dropped, Heavy, Dropped, Heavy, Recent, Recent,
+    ];
+    let labels = [
+        (0, "‘BOS’".to_string()),
+        (3, "‘ cat’".to_string()),
+        // (a label wider than the gap to the one before it is left out)
+        (5, "‘ a very long token that cannot fit’".to_string()),
+    ];
+    let view = ScoreBarsView {
+        title: "scores",
+        x_label: "token i",
+        y_label: "score",
+        scores: &scores,
+        states: &states,
+        threshold: None,
+        threshold_label: "",
+        recent: None,
+        recent_label: "",
+        legend: StateLabels::default(),
+        labels: &labels,
+    };
+    let (svg, rect) = render("score_bars_labels", (600, 300), |root| {
+        score_bars(root, &view, &style).unwrap()
+    });
+    let els = parse(&svg);
+    let t = texts(&els);
+    assert!(t.contains(&"‘BOS’") && t.contains(&"‘ cat’"), "{t:?}");
+    assert!(!t.iter().any(|x| x.contains("very long")), "{t:?}");
+    // each name sits over its own bar
+    let x_of = |label: &str| {
+        els.iter()
+            .find(|e| e.tag == "text" && e.text == label)
+            .map(|e| e.num("x") - f64::from(rect.x))
+            .expect("drawn")
+    };
+    let bar = f64::from(rect.w) / 8.0;
+    assert!((x_of("‘ cat’") - 3.5 * bar).abs() <= 1.0);
+    assert!((x_of("‘BOS’") - 0.5 * bar).abs() <= 1.0);
+}
+
+#[test]
 fn score_bars_threshold_window_and_state_colours() {
     use TokenState::*;
     let style = ChartStyle::light();
@@ -929,6 +975,7 @@ fn score_bars_threshold_window_and_state_colours() {
         recent: Some((6, 8)),
         recent_label: "recent r = 2",
         legend: LABELS,
+        labels: &[],
     };
     let (svg, rect) = render("score_bars", (600, 300), |root| {
         score_bars(root, &view, &style).unwrap()
@@ -1011,6 +1058,7 @@ fn score_bars_downsample_to_pixel_columns() {
         recent: Some((n - 64, n)),
         recent_label: "",
         legend: StateLabels::default(),
+        labels: &[],
     };
     let (svg, rect) = render("score_bars_32k", (800, 240), |root| {
         score_bars(root, &view, &style).unwrap()
@@ -1419,6 +1467,7 @@ fn length_mismatches_are_errors_naming_the_arrays() {
         recent: None,
         recent_label: "",
         legend: LABELS,
+        labels: &[],
     };
     let (_, r) = render("mismatch", (300, 200), |root| {
         score_bars(root, &view, &style)
@@ -1534,6 +1583,7 @@ fn degenerate_inputs_never_panic() {
                         recent,
                         recent_label: "r",
                         legend: LABELS,
+                        labels: &[],
                     };
                     render(&name, (w, h), |root| {
                         score_bars(root, &view, &style).unwrap()

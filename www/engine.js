@@ -331,10 +331,12 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         const chosen = uploads.choose(...choiceArgs(choice));
         let result;
         let about;
+        let tokens;
         try {
           result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
-            chosen.values(), chosen.valuesWidth, chosen.description, chosen.warnings(), progress);
+            chosen.values(), chosen.valuesWidth, chosen.tokens(), chosen.description, chosen.warnings(), progress);
           about = chosen.about();
+          tokens = chosen.tokens();
         } finally {
           chosen.free();
         }
@@ -343,7 +345,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         const query = asQuery(settings);
         const figures = page.update(query, progress, false, false);
         // (`about`: what the description and warnings say, as fields the page words)
-        return { result, about, settings, figures, query: toQuery(query) };
+        return { result, about, tokens, settings, figures, query: toQuery(query) };
       });
     },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => {

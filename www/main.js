@@ -66,6 +66,7 @@ const app = {
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice, about, files} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language; files: [{name, bytes}] it was chosen from
   linkOnUpload: false, // the page was opened on a link made on uploaded data (`data=upload`)
+  keptTokens: null, // what #kept-tokens shows: {texts, ranges, lang} (rewritten only when one changes)
   assignment: null, // the roles the engine proposed for the files listed (kvlab::upload::Assignment) and `manual`, the roles chosen by hand since
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
@@ -351,6 +352,41 @@ function shortRanges(ranges, max = 60) {
   return `${ranges.slice(0, at)}, … ${fill(t(app.lang, 'fig.more-ranges'), { n: grouped(rest) })}`;
 }
 
+/** The most kept tokens written as text: a longer list would be a wall of text on a phone. */
+const KEPT_TOKENS_SHOWN = 256;
+
+/**
+ * With the prompt's token texts (an upload's), the kept tokens as text, each with its index and
+ * never split across lines (`ranges`: the kept set as compact ranges).
+ */
+function writeKeptTokens(ranges) {
+  const texts = app.upload?.tokens;
+  const row = $('#kept-tokens-row');
+  row.hidden = !texts;
+  const out = row.querySelector('[data-figure="kept-tokens"]');
+  const shown = { texts, ranges, lang: app.lang };
+  const last = app.keptTokens;
+  if (!texts || (last?.texts === texts && last.ranges === ranges && last.lang === app.lang)) return;
+  app.keptTokens = shown;
+  out.dataset.value = ranges;
+  const kept = ranges ? ranges.split(',').flatMap((r) => {
+    const [a, b = a] = r.split('-').map(Number);
+    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  }) : [];
+  const chips = kept.slice(0, KEPT_TOKENS_SHOWN).map((i) => {
+    const tok = document.createElement('span');
+    tok.className = 'tok';
+    const index = document.createElement('b');
+    index.textContent = i;
+    tok.append(index, `‘${(texts[i] ?? '').replaceAll('\n', '⏎')}’`);
+    return tok;
+  });
+  if (kept.length > KEPT_TOKENS_SHOWN) {
+    chips.push(fill(t(app.lang, 'fig.more-tokens'), { n: grouped(kept.length - KEPT_TOKENS_SHOWN) }));
+  }
+  out.replaceChildren(...chips);
+}
+
 function writeFigures(f) {
   const q = f.quant;
   const st = q.stats;
@@ -367,6 +403,7 @@ function writeFigures(f) {
   const sel = f.select;
   figure('kept-count', sel.keptCount, `${sel.keptCount} / ${f.data.tokens}`);
   figure('kept-indices', sel.keptRanges, shortRanges(sel.keptRanges));
+  writeKeptTokens(sel.keptRanges);
   figure('r-token', sel.rToken, fmt.ratio(sel.rToken));
   figure('roles', `${sel.heavyCount}/${sel.recentCount}/${sel.sinkCount}`,
     `${sel.heavyCount} / ${sel.recentCount} / ${sel.sinkCount}`);
@@ -844,6 +881,8 @@ function describeFile(file, about) {
     });
   } else if (about.format === 'safetensors') {
     Object.assign(fields, { loaded: about.loaded, skipped: about.skipped });
+  } else if (about.format === 'tokens') {
+    fields.count = about.count;
   }
   return fill(tr(`file.about.${about.format}`), fields);
 }
@@ -867,7 +906,8 @@ function describeUpload(u, d) {
     u.keys && kv(u.keys),
     u.values && fill(tr('upload.values'), { kv: kv(u.values) }),
   ].filter(Boolean);
-  const said = fill(tr('upload.description'), { parts: uploaded.join(tr('upload.join')) });
+  const said = fill(tr('upload.description'), { parts: uploaded.join(tr('upload.join')) })
+    + (u.tokensFrom ? fill(tr('upload.tokens'), { file: u.tokensFrom }) : '');
   const g = d.generator;
   if (!g) return said;
   const { attention, keys, values } = d.uploaded;
@@ -900,14 +940,8 @@ function describeAttention(a) {
 
 /** One of the upload's warnings (`rowSums`: attention rows that do not sum to 1). */
 function describeWarning(w) {
-  return fill(t(app.lang, `upload.warn.${w.kind}`), {
-    file: w.file,
-    rowsOff: w.rowsOff,
-    rows: w.rows,
-    row: shapeText(w.worstRow),
-    sum: f32Text(w.worstSum),
-    tolerance: f32Text(w.tolerance),
-  });
+  const rows = w.kind === 'rowSums' && { row: shapeText(w.worstRow), sum: f32Text(w.worstSum), tolerance: f32Text(w.tolerance) };
+  return fill(t(app.lang, `upload.warn.${w.kind}`), { ...w, ...rows });
 }
 
 /** Writes figures and formulas of `sections` (the engine has drawn their charts). */
@@ -1479,6 +1513,7 @@ function showRoles() {
       why: fill(tr(`roles.why.${r.why}`), { role, tokens: r.tokens }),
     });
   });
+  if (a.tokensFrom) lines.push(fill(tr('roles.tokens'), { file: a.tokensFrom }));
   const notes = a.ambiguities.map((x) => fill(tr(`roles.amb.${x.kind}`), { ...x, role: x.role && tr(`roles.${x.role}`) }));
   el.replaceChildren();
   const roles = document.createElement('span');
@@ -1529,6 +1564,10 @@ async function checkChoice() {
   use.removeAttribute('aria-invalid');
   app.shownErrors.delete(errorSlot(use));
   showUploadWarnings(about, about.warnings.map((w) => w.english ?? ''));
+  if (app.assignment && app.assignment.tokensFrom !== about.tokensFrom) {
+    app.assignment.tokensFrom = about.tokensFrom;
+    showRoles();
+  }
   const kvs = [about.keys, about.values].filter(Boolean);
   const shown = {
     '#up-headmode': about.attention?.heads != null,
@@ -1620,7 +1659,7 @@ async function onUse(button) {
     const used = new Set([choice.attention, choice.keys, choice.values].filter(Boolean).map((v) => v.split('::')[0]));
     const files = [...used].map((name) => ({ name, bytes: uploads.get(name) })).filter((f) => f.bytes);
     savedUpload.put({ files, choice }).catch(() => {}); // storage may be blocked: the view still works
-    app.upload = { choice, about: reply.about, files };
+    app.upload = { choice, about: reply.about, files, tokens: reply.tokens };
     errorSlot(button).hidden = true;
     showUploadWarnings(reply.about, reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
@@ -1777,7 +1816,7 @@ async function restoreUpload(saved, first) {
     for (const f of saved.files) await addFile(f.name, f.bytes);
     fillRoleSelects(saved.choice);
     const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: first.settings.embed } });
-    app.upload = { choice: saved.choice, about: reply.about, files: saved.files };
+    app.upload = { choice: saved.choice, about: reply.about, files: saved.files, tokens: reply.tokens };
     showUploadWarnings(reply.about, reply.result.warnings);
     return reply;
   } catch (e) {

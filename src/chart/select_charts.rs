@@ -85,6 +85,10 @@ pub struct ScoreBarsView<'a> {
     pub recent_label: &'a str,
     /// Legend texts of the bar colours.
     pub legend: StateLabels<'a>,
+    /// Token texts to write above their bars, `(token, text)` in token order (a prompt's
+    /// kept heavy hitters: which tokens they are). A label that would overlap the one before
+    /// it, or leave the plot, is left out.
+    pub labels: &'a [(usize, String)],
 }
 
 /// Draw per-token scores as bars coloured by token state, the top-k threshold as a dashed
@@ -199,6 +203,30 @@ pub fn score_bars<DB: DrawingBackend>(
     if let Some(t) = threshold {
         let y = plot.y_px(t);
         dashed_hline(&plot.area, style, (0, w), y, alpha(style.reference, 1.0))?;
+    }
+    let text = style
+        .text(0.8, style.foreground)
+        .pos(Pos::new(HPos::Center, VPos::Bottom));
+    let mut free_from = i32::MIN;
+    for (i, label) in view.labels {
+        let Some(&score) = view.scores.get(*i).filter(|s| s.is_finite()) else {
+            continue;
+        };
+        let (tw, _) = plot
+            .area
+            .estimate_text_size(label, &text)
+            .map_err(draw_err)?;
+        let x = (token_px(*i) + token_px(i + 1)) / 2;
+        let half = (tw as i32 + 1) / 2;
+        let (left, right) = (x - half, x + half);
+        if left < free_from || left < 0 || right > w {
+            continue;
+        }
+        let y = (plot.y_px(f64::from(score)) - style.px(2.0)).max(style.px(12.0));
+        plot.area
+            .draw_text(label, &text, (x, y))
+            .map_err(draw_err)?;
+        free_from = right + style.px(4.0);
     }
     Ok(plot.rect)
 }

@@ -118,25 +118,7 @@ pub struct CsvTable {
 /// assert_eq!(t.header, Some(vec!["tok0".to_string(), "tok1".to_string()]));
 /// ```
 pub fn load(file: &str, bytes: &[u8], limits: &Limits) -> Result<CsvTable, LoadError> {
-    let text = match std::str::from_utf8(bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            let at = e.valid_up_to();
-            let before = bytes.get(..at).unwrap_or(&[]);
-            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-            let line_start = before
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |p| p + 1);
-            return Err(LoadError::NotUtf8 {
-                file: file.to_string(),
-                line,
-                column: at.saturating_sub(line_start) + 1,
-                byte: bytes.get(at).copied().unwrap_or(0),
-                utf16: bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]),
-            });
-        }
-    };
+    let text = super::utf8_text(file, bytes)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
 
     let mut delimiter = None;

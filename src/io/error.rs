@@ -592,6 +592,18 @@ pub enum LoadWarning {
         /// The tolerance used.
         tolerance: f32,
     },
+    /// A list of token texts whose length is not the data's `T`: the charts show indices.
+    #[error(
+        "{file} holds {count} token texts but the data has T={tokens}: tokens are shown by index"
+    )]
+    TokenCount {
+        /// The file of the texts.
+        file: String,
+        /// How many texts it holds.
+        count: usize,
+        /// The data's `T`.
+        tokens: usize,
+    },
 }
 
 /// The shapes an attention matrix may have ([`LoadError::WrongRank`]'s `expected`).

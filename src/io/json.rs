@@ -13,7 +13,8 @@
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use super::{check_finite, check_shape, Limits, LoadError, Tensor, MAX_RANK};
+use super::safetensors::Json;
+use super::{check_finite, check_shape, utf8_text, Limits, LoadError, Tensor, MAX_RANK};
 
 /// Parse state shared by the visitors; `error` carries a structured error out through serde.
 struct State<'a> {
@@ -452,6 +453,64 @@ impl<'de> Visitor<'de> for ShapeSeed<'_, '_> {
 /// [`LoadError::ShapeDataMismatch`], [`LoadError::TooManyElements`],
 /// [`LoadError::EmptyTensor`], [`LoadError::NonFinite`] (a number beyond f32's range).
 ///
+/// A JSON list of strings, the prompt's token texts (`["<s>", "The", " cat"]`), or `None` when
+/// the document is not a list that starts with a string (then it is a tensor: [`load`]). Errors:
+/// [`LoadError::Json`] for a list of strings that is not well formed (a number among the
+/// strings, a missing bracket), [`LoadError::TooManyElements`] past `limits.max_elements`.
+///
+/// ```
+/// use kvlab::io::{json, Limits};
+/// let t = json::load_token_texts("t.json", br#"["<s>", " cat"]"#, &Limits::default()).unwrap();
+/// assert_eq!(t, Some(vec!["<s>".to_string(), " cat".to_string()]));
+/// assert_eq!(json::load_token_texts("a.json", b"[[1, 2]]", &Limits::default()).unwrap(), None);
+/// assert!(json::load_token_texts("b.json", br#"["a", 2]"#, &Limits::default()).is_err());
+/// ```
+pub fn load_token_texts(
+    file: &str,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Option<Vec<String>>, LoadError> {
+    let mut rest = bytes.iter().skip_while(|b| b.is_ascii_whitespace());
+    if rest.next() != Some(&b'[') || rest.find(|b| !b.is_ascii_whitespace()) != Some(&b'"') {
+        return Ok(None);
+    }
+    // (read as the safetensors header is, from text into its JSON values: that reader is in the
+    // upload module already, and one of its own for a list of strings would add its code)
+    let text = utf8_text(file, bytes)?;
+    let list: Json = serde_json::from_str(text).map_err(|e| LoadError::Json {
+        file: file.to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: format!("in a list of token texts: {e}"),
+    })?;
+    let Json::Arr(items) = list else {
+        return Ok(None);
+    };
+    let mut texts = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        match item {
+            Json::Str(text) => texts.push(text),
+            _ => {
+                return Err(LoadError::JsonStructure {
+                    file: file.to_string(),
+                    path: format!("[{i}]"),
+                    found: "a value that is not a string".to_string(),
+                    expected: "a string (each token's text)".to_string(),
+                })
+            }
+        }
+    }
+    if texts.len() > limits.max_elements {
+        return Err(LoadError::TooManyElements {
+            file: file.to_string(),
+            field: "token texts".to_string(),
+            shape: vec![texts.len()],
+            max_elements: limits.max_elements,
+        });
+    }
+    Ok(Some(texts))
+}
+
 /// ```
 /// use kvlab::io::{json, Limits};
 /// let a = json::load("a.json", b"[[1, 2], [3, 4]]", &Limits::default()).unwrap();
@@ -471,7 +530,8 @@ pub fn load(file: &str, bytes: &[u8], limits: &Limits) -> Result<Tensor, LoadErr
         object_form: false,
         error: None,
     };
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // (from text, as every JSON the upload module reads: one instance of serde_json's parser)
+    let mut de = serde_json::Deserializer::from_str(utf8_text(file, bytes)?);
     let parsed = Nested {
         st: &mut st,
         depth: 0,

@@ -211,8 +211,12 @@ pub struct LoadedFile {
     pub file_name: String,
     /// The format it was read as.
     pub format: Format,
-    /// The loaded tensors, at least one; in file order (safetensors: data-offset order).
+    /// The loaded tensors, at least one unless the file holds the token texts alone; in file
+    /// order (safetensors: data-offset order).
     pub tensors: Vec<NamedTensor>,
+    /// The prompt's token texts, one per token: a `.json` list of strings, or a safetensors
+    /// file's `__metadata__` entry `tokens` (a JSON list of strings as text).
+    pub tokens: Option<Vec<String>>,
     /// Tensors listed but not loaded (safetensors only: integer dtypes, empty, rank > 4, NaN).
     pub skipped: Vec<SkippedTensor>,
     /// One line for the page, e.g. `attn.npy: npy 1.0, <f4 (float32), C order, shape [8, 64, 512]`
@@ -255,6 +259,11 @@ pub enum FileAbout {
     Json {
         /// The shape.
         shape: Vec<usize>,
+    },
+    /// A `.json` list of strings: the prompt's token texts.
+    Tokens {
+        /// How many.
+        count: usize,
     },
     /// A `.safetensors` file.
     Safetensors {
@@ -301,6 +310,7 @@ impl FileAbout {
                 fmt_shape(shape)
             ),
             FileAbout::Json { shape } => format!("{file_name}: json, shape {}", fmt_shape(shape)),
+            FileAbout::Tokens { count } => format!("{file_name}: the text of {count} tokens"),
             FileAbout::Safetensors { loaded, skipped } => {
                 format!("{file_name}: safetensors, {loaded} tensor(s) loaded, {skipped} skipped")
             }
@@ -416,6 +426,18 @@ pub fn load(file_name: &str, bytes: &[u8], limits: &Limits) -> Result<LoadedFile
             Ok(single(file, format, "text".into(), table.tensor, about))
         }
         Format::Json => {
+            if let Some(texts) = json::load_token_texts(file_name, bytes, limits)? {
+                let about = FileAbout::Tokens { count: texts.len() };
+                return Ok(LoadedFile {
+                    summary: about.english(&file),
+                    about,
+                    file_name: file,
+                    format,
+                    tensors: Vec::new(),
+                    tokens: Some(texts),
+                    skipped: Vec::new(),
+                });
+            }
             let tensor = json::load(file_name, bytes, limits)?;
             let about = FileAbout::Json {
                 shape: tensor.shape().to_vec(),
@@ -444,6 +466,7 @@ fn single(
         file_name: file,
         format,
         skipped: Vec::new(),
+        tokens: None,
         about,
     }
 }
@@ -454,7 +477,19 @@ fn load_safetensors(
     bytes: &[u8],
     limits: &Limits,
 ) -> Result<LoadedFile, LoadError> {
-    let infos = safetensors::list(file_name, bytes)?;
+    let (infos, tokens) = safetensors::list_with_tokens(file_name, bytes)?;
+    let tokens = tokens
+        .map(|text| {
+            json::load_token_texts(file_name, text.as_bytes(), limits)?.ok_or_else(|| {
+                LoadError::BadField {
+                    file: file_name.to_string(),
+                    field: "'__metadata__' entry 'tokens'".to_string(),
+                    value: text.chars().take(60).collect(),
+                    expected: "a JSON list of strings (the prompt's tokens)".to_string(),
+                }
+            })
+        })
+        .transpose()?;
     let mut tensors = Vec::new();
     let mut skipped = Vec::new();
     let mut budget = limits.max_elements;
@@ -480,6 +515,7 @@ fn load_safetensors(
                 dtype: info.dtype.name().to_string(),
                 tensor,
             }],
+            tokens,
             skipped: Vec::new(),
         });
     }
@@ -537,7 +573,29 @@ fn load_safetensors(
         file_name: file_name.to_string(),
         format: Format::Safetensors,
         tensors,
+        tokens,
         skipped,
+    })
+}
+
+/// `bytes` as UTF-8 text, or [`LoadError::NotUtf8`] naming the line and column of the first
+/// byte that is not (and whether the file looks like UTF-16).
+pub(crate) fn utf8_text<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, LoadError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let before = bytes.get(..at).unwrap_or(&[]);
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        LoadError::NotUtf8 {
+            file: file.to_string(),
+            line,
+            column: at.saturating_sub(line_start) + 1,
+            byte: bytes.get(at).copied().unwrap_or(0),
+            utf16: bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]),
+        }
     })
 }
 

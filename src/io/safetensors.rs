@@ -192,7 +192,7 @@ fn read_len(bytes: &[u8]) -> Option<u64> {
 /// (lookups take the last, as a JSON map would); serde_json's own `Value` keeps them in a
 /// `BTreeMap`, whose code the page's upload module would carry for this alone.
 #[derive(Debug, Clone, PartialEq)]
-enum Json {
+pub(crate) enum Json {
     Null,
     Bool(bool),
     /// A non-negative integer.
@@ -303,6 +303,15 @@ impl<'de> Deserialize<'de> for Entries {
 /// [`LoadError::UnsupportedDtype`], [`LoadError::OffsetsReversed`], [`LoadError::OffsetsSize`],
 /// [`LoadError::OffsetsOverlap`], [`LoadError::OffsetsGap`], [`LoadError::OffsetsBeyondData`].
 pub fn list(file: &str, bytes: &[u8]) -> Result<Vec<TensorInfo>, LoadError> {
+    list_with_tokens(file, bytes).map(|(infos, _)| infos)
+}
+
+/// [`list`], and the text of the `__metadata__` entry `tokens` when there is one (a writer's
+/// record of the prompt's token texts, e.g. `scripts/capture_kv.py`'s).
+pub fn list_with_tokens(
+    file: &str,
+    bytes: &[u8],
+) -> Result<(Vec<TensorInfo>, Option<String>), LoadError> {
     let declared = read_len(bytes).ok_or_else(|| LoadError::Truncated {
         file: file.to_string(),
         field: "header length".to_string(),
@@ -339,6 +348,7 @@ pub fn list(file: &str, bytes: &[u8]) -> Result<Vec<TensorInfo>, LoadError> {
 
     let mut infos: Vec<TensorInfo> = Vec::with_capacity(entries.len());
     let mut seen_metadata = false;
+    let mut tokens = None;
     for (name, value) in entries {
         if name == "__metadata__" {
             if seen_metadata {
@@ -349,6 +359,12 @@ pub fn list(file: &str, bytes: &[u8]) -> Result<Vec<TensorInfo>, LoadError> {
             }
             seen_metadata = true;
             check_metadata(file, &value)?;
+            if let Json::Obj(entries) = value {
+                tokens = entries.into_iter().find_map(|(k, v)| match v {
+                    Json::Str(text) if k == "tokens" => Some(text),
+                    _ => None,
+                });
+            }
             continue;
         }
         if infos.iter().any(|i| i.name == name) {
@@ -361,7 +377,7 @@ pub fn list(file: &str, bytes: &[u8]) -> Result<Vec<TensorInfo>, LoadError> {
     }
     infos.sort_by_key(|i| i.data_offsets);
     validate_offsets(file, &infos, data_len)?;
-    Ok(infos)
+    Ok((infos, tokens))
 }
 
 /// `__metadata__` must be `null` or an object of strings (free-form notes from the writer).

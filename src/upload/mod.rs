@@ -122,6 +122,7 @@ pub struct Chosen {
     attention: Option<Matrix>,
     keys: Option<Matrix>,
     values: Option<Matrix>,
+    tokens: Option<Vec<String>>,
     description: String,
     warnings: Vec<String>,
 }
@@ -169,6 +170,8 @@ pub struct UploadFigures {
     pub keys: Option<KvAbout>,
     /// The values, when given (else they are generated).
     pub values: Option<KvAbout>,
+    /// The file whose token texts are used, when one is.
+    pub tokens_from: Option<String>,
     /// The warnings.
     pub warnings: Vec<LoadWarning>,
 }
@@ -186,7 +189,11 @@ impl UploadFigures {
         .into_iter()
         .flatten()
         .collect();
-        format!("uploaded: {}", parts.join("; "))
+        let texts = self
+            .tokens_from
+            .as_ref()
+            .map_or_else(String::new, |f| format!("; token texts from {f}"));
+        format!("uploaded: {}{texts}", parts.join("; "))
     }
 }
 
@@ -227,9 +234,25 @@ impl Chosen {
             attention,
             keys,
             values,
+            tokens: None,
             description,
             warnings,
         })
+    }
+
+    /// With the prompt's token texts, one per token (the charts and the kept-token list show
+    /// them). A list whose length is not `T` is left out: texts must name the tokens they sit
+    /// beside ([`Uploads::choose`] warns of such a list, [`LoadWarning::TokenCount`]).
+    pub fn with_tokens(mut self, tokens: Vec<String>) -> Chosen {
+        if tokens.len() == self.tokens() {
+            self.tokens = Some(tokens);
+        }
+        self
+    }
+
+    /// The prompt's token texts, when given.
+    pub fn token_texts(&self) -> Option<&[String]> {
+        self.tokens.as_deref()
     }
 
     /// `T`, shared by the matrices given.
@@ -268,7 +291,7 @@ impl Chosen {
         &self.warnings
     }
 
-    /// The parts: `(attention, keys, values, description, warnings)`.
+    /// The parts: `(attention, keys, values, token texts, description, warnings)`.
     #[allow(clippy::type_complexity)] // (the constructor's arguments, given back)
     pub fn into_parts(
         self,
@@ -276,6 +299,7 @@ impl Chosen {
         Option<Matrix>,
         Option<Matrix>,
         Option<Matrix>,
+        Option<Vec<String>>,
         String,
         Vec<String>,
     ) {
@@ -283,6 +307,7 @@ impl Chosen {
             self.attention,
             self.keys,
             self.values,
+            self.tokens,
             self.description,
             self.warnings,
         )
@@ -433,20 +458,47 @@ impl Uploads {
                 .transpose()
         };
         let (kk, vv) = (kv("keys")?, kv("values")?);
+        let t = [
+            att.as_ref().map(|a| a.tokens()),
+            kk.as_ref().map(|k| k.tokens()),
+            vv.as_ref().map(|v| v.tokens()),
+        ]
+        .into_iter()
+        .flatten()
+        .next();
+        // The newest list of token texts with one text per token; else the newest is named.
+        let lists = self
+            .files
+            .iter()
+            .rev()
+            .filter_map(|f| Some((f, f.tokens.as_ref()?)));
+        let texts = lists.clone().find(|(_, l)| Some(l.len()) == t);
+        let mut warnings = att.as_ref().map(|a| a.warnings.clone()).unwrap_or_default();
+        if let (None, Some((f, l)), Some(t)) = (texts, lists.clone().next(), t) {
+            warnings.push(LoadWarning::TokenCount {
+                file: f.file_name.clone(),
+                count: l.len(),
+                tokens: t,
+            });
+        }
         let about = UploadFigures {
             attention: att.as_ref().map(|a| a.about.clone()),
             keys: kk.as_ref().map(|k| k.about.clone()),
             values: vv.as_ref().map(|v| v.about.clone()),
-            warnings: att.as_ref().map(|a| a.warnings.clone()).unwrap_or_default(),
+            tokens_from: texts.map(|(f, _)| f.file_name.clone()),
+            warnings,
         };
         let warnings: Vec<String> = about.warnings.iter().map(|w| w.to_string()).collect();
-        let chosen = Chosen::new(
+        let mut chosen = Chosen::new(
             att.map(|a| a.matrix),
             kk.map(|k| k.matrix),
             vv.map(|v| v.matrix),
             about.english(),
             warnings,
         )?;
+        if let Some((_, l)) = texts {
+            chosen = chosen.with_tokens(l.clone());
+        }
         Ok((chosen, about))
     }
 }
@@ -614,6 +666,70 @@ mod tests {
     }
 
     #[test]
+    fn token_texts_come_with_the_tensors_when_there_is_one_per_token() {
+        let mut up = Uploads::new();
+        up.load("a.csv", b"0.5,0.5,0\n0.2,0.3,0.5\n")
+            .expect("attention");
+        let texts = up
+            .load("t.json", br#"["<s>", " cat", "\n"]"#)
+            .expect("tokens");
+        assert!(texts.tensors.is_empty());
+        assert_eq!(texts.summary, "t.json: the text of 3 tokens");
+        let (c, about) = up.choose_described(&choice("a.csv", "")).expect("chosen");
+        assert_eq!(c.token_texts().map(<[String]>::len), Some(3));
+        assert_eq!(about.tokens_from.as_deref(), Some("t.json"));
+        assert!(
+            c.description().ends_with("; token texts from t.json"),
+            "{}",
+            c.description()
+        );
+        assert!(about.warnings.is_empty());
+        // a list for another prompt: not used, and said
+        up.load("t.json", br#"["a", "b"]"#).expect("tokens");
+        let (c, about) = up.choose_described(&choice("a.csv", "")).expect("chosen");
+        assert_eq!((c.token_texts(), about.tokens_from), (None, None));
+        assert_eq!(
+            about
+                .warnings
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>(),
+            ["t.json holds 2 token texts but the data has T=3: tokens are shown by index"]
+        );
+        // a safetensors file carries its own, in its metadata
+        let st = |meta: &str| {
+            let header = format!(
+                r#"{{"__metadata__": {{"tokens": {meta}}}, "a": {{"dtype": "F32", "shape": [1, 2], "data_offsets": [0, 8]}}}}"#
+            );
+            let mut b = (header.len() as u64).to_le_bytes().to_vec();
+            b.extend_from_slice(header.as_bytes());
+            b.extend_from_slice(&[0, 0, 0, 63, 0, 0, 0, 63]);
+            b
+        };
+        let mut up = Uploads::new();
+        up.load("c.safetensors", &st(r#""[\"x\", \"y\"]""#))
+            .expect("loads");
+        let c = up.choose(&choice("c.safetensors::a", "")).expect("chosen");
+        assert_eq!(
+            c.token_texts(),
+            Some(&["x".to_string(), "y".to_string()][..])
+        );
+        let e = up
+            .load("d.safetensors", &st(r#""not a list""#))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("'__metadata__' entry 'tokens'")
+                && e.to_string().contains("a JSON list of strings"),
+            "{e}"
+        );
+        let e = up.load("e.json", br#"["a", 2]"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "e.json: at [1]: found a value that is not a string, expected a string (each token's text)"
+        );
+    }
+
+    #[test]
     fn normalising_takes_the_row_sum_warning_away() {
         let mut up = Uploads::new();
         up.load("a.csv", b"1,1,0\n0.2,0.3,0.5\n")
@@ -657,18 +773,31 @@ mod tests {
             matches!(&up, UploadError::Load(x) if **x == LoadError::TokenMismatch(m45.clone())),
             "{up:?}"
         );
-        let (a, k, v, d, w) = Chosen::new(m(1, 2), m(2, 2), None, "desc".into(), vec!["w".into()])
-            .expect("valid")
-            .into_parts();
+        let (a, k, v, t, d, w) =
+            Chosen::new(m(1, 2), m(2, 2), None, "desc".into(), vec!["w".into()])
+                .expect("valid")
+                .into_parts();
         assert_eq!(
-            (a.map(|a| a.cols()), k.map(|k| k.rows()), v, d, w),
+            (a.map(|a| a.cols()), k.map(|k| k.rows()), v, t, d, w),
             (
                 Some(2),
                 Some(2),
                 None,
+                None,
                 "desc".to_string(),
                 vec!["w".to_string()]
             )
+        );
+        let two = Chosen::new(m(1, 2), None, None, "d".into(), vec![]).expect("valid");
+        let named = two.clone().with_tokens(vec!["a".into(), "b".into()]);
+        assert_eq!(
+            named.token_texts(),
+            Some(&["a".to_string(), "b".to_string()][..])
+        );
+        assert_eq!(
+            two.with_tokens(vec!["a".into()]).token_texts(),
+            None,
+            "one text for two tokens"
         );
     }
 }

@@ -228,8 +228,9 @@ impl Page {
 
     /// Uses tensors the upload module chose (`Uploads.choose` in `upload/`), each optional
     /// (`undefined`: generated at the upload's `T`): `attention` (`steps x tokens`,
-    /// row-major), `keys` (`tokens x channels`), `values` (`tokens x values_width`), with the
-    /// choice's description and warnings. Returns `{description, warnings}`. On error (shapes
+    /// row-major), `keys` (`tokens x channels`), `values` (`tokens x values_width`), the
+    /// prompt's token texts (one per token, or `undefined`), with the choice's description and
+    /// warnings. Returns `{description, warnings}`. On error (shapes
     /// that do not agree, each named; nothing chosen) the data in use stays.
     #[wasm_bindgen(js_name = useChosen)]
     #[allow(clippy::too_many_arguments)] // (flat typed arrays and numbers: no object to decode)
@@ -241,6 +242,7 @@ impl Page {
         channels: usize,
         values: Option<Vec<f32>>,
         values_width: usize,
+        tokens: Option<Vec<String>>,
         description: String,
         warnings: Vec<String>,
         progress: Option<js_sys::Function>,
@@ -260,8 +262,11 @@ impl Page {
         let v = values
             .map(|v| matrix("V", per(v.len(), values_width), values_width, v))
             .transpose()?;
-        let chosen = Chosen::new(a, k, v, description, warnings)
+        let mut chosen = Chosen::new(a, k, v, description, warnings)
             .map_err(|e| lab_error(&LabError::from(e)))?;
+        if let Some(texts) = tokens {
+            chosen = chosen.with_tokens(texts);
+        }
         let s = self
             .lab
             .use_chosen_with_progress(chosen, &mut reporter(progress))

@@ -252,3 +252,42 @@ test('a link made on uploaded data says so where it is opened, on generated data
   assert.match(await description(there), /^generated: heavy-hitters attention S=8 x T=50, K and V T=50 x d=16/);
   assert.deepEqual([...problems, ...thereProblems], []);
 });
+
+test('the prompt\'s token texts: named in the roles, shown as the kept tokens, on a phone too', async (t) => {
+  const own = await launch({ viewport: { width: 375, height: 800 } });
+  t.after(() => own.close());
+  const { page, problems } = await open(own.context, urlWith({ budget: 20, recent: 4, lang: 'en' }));
+  await page.locator('details.upload summary').click();
+  const texts = Array.from({ length: 50 }, (_, i) => (i === 5 ? ' cat' : i === 0 ? '<s>' : i % 7 === 0 ? '\n' : ` w${i}`));
+  await pick(page, [file('attn.npy', npy([8, 50], attention(8, 50))), file('tokens.json', Buffer.from(JSON.stringify(texts)))]);
+  assert.match(await page.locator('#file-list').textContent(), /tokens\.json: the text of 50 tokens/);
+  assert.match(await roles(page), /· token texts: tokens\.json$/);
+  await useThem(page);
+  assert.match(await description(page), /^uploaded: attention \[S=8, T=50\]: 8 query steps over 50 tokens; token texts from tokens\.json; generated: /);
+  const list = page.locator('[data-figure="kept-tokens"]');
+  await list.scrollIntoViewIfNeeded();
+  const chips = await list.locator('.tok').allTextContents();
+  assert.equal(chips.length, 20, 'one per kept token');
+  assert.ok(chips.includes('5‘ cat’'), `the heavy hitter by its text: ${chips.join(' | ')}`);
+  assert.ok(chips.some((c) => c.endsWith('‘⏎’')), 'a line break shown, not broken');
+  // On a phone: the list wraps between tokens, never inside one, and never runs off the screen.
+  const layout = await list.evaluate((el) => ({
+    overflow: el.scrollWidth - el.clientWidth,
+    split: [...el.querySelectorAll('.tok')].filter((c) => c.getClientRects().length > 1).length,
+    right: Math.max(...[...el.querySelectorAll('.tok')].map((c) => c.getBoundingClientRect().right)),
+  }));
+  assert.deepEqual([layout.overflow, layout.split], [0, 0]);
+  assert.ok(layout.right <= 375, `inside the screen: ${layout.right}`);
+  // The score chart names the heavy hitters: it differs from the same data without texts.
+  const named = await page.locator('canvas[data-chart="scores"]').evaluate((c) => c.toDataURL());
+  await page.getByRole('button', { name: 'Remove tokens.json' }).click();
+  await settle(page);
+  await useThem(page);
+  assert.equal(await page.locator('#kept-tokens-row').isVisible(), false, 'without texts, no list');
+  assert.notEqual(await page.locator('canvas[data-chart="scores"]').evaluate((c) => c.toDataURL()), named);
+  // A list for another prompt is said before Use, and not used.
+  await pick(page, [file('other.json', Buffer.from(JSON.stringify(['a', 'b'])))], 'Add files');
+  assert.equal(await page.locator('#upload-warnings').textContent(),
+    'other.json holds 2 token texts but the data has T=50: tokens are shown by index');
+  assert.deepEqual(problems, []);
+});

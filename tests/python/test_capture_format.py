@@ -120,6 +120,23 @@ def test_safetensors_layout_and_bf16():
     np.testing.assert_array_equal(back["b"], [1.5, -2.0])
 
 
+def test_tokens_json_and_metadata():
+    attentions, cache = fake_outputs()
+    texts = ["<s>", " The", " cat", "\n", " 猫", " sat", "."]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = capture_kv.save_capture(Path(tmp) / "cap", attentions, cache, layer=0,
+                                        tokens=texts)
+        assert json.loads(paths["tokens"].read_text(encoding="utf-8")) == texts
+        meta = header_of(paths["safetensors"])["__metadata__"]
+        assert json.loads(meta["tokens"]) == texts, "the same list, as JSON text"
+        try:
+            capture_kv.save_capture(Path(tmp) / "bad", attentions, cache, layer=0, tokens=texts[:3])
+        except ValueError as e:
+            assert "3 token texts for T=7" in str(e)
+        else:
+            raise AssertionError("a list of the wrong length is refused")
+
+
 def test_committed_capture_fixtures_are_current():
     """tests/fixtures/capture was written by this code (re-run make_fixtures.py if not)."""
     attentions, cache = make_fixtures.fake_model_outputs()

@@ -107,6 +107,9 @@ mod web {
             FileAbout::Json { shape: s } => {
                 object(&[("format", "json".into()), ("shape", shape(s))])
             }
+            FileAbout::Tokens { count } => {
+                object(&[("format", "tokens".into()), ("count", num(*count))])
+            }
             FileAbout::Safetensors { loaded, skipped } => object(&[
                 ("format", "safetensors".into()),
                 ("loaded", num(*loaded)),
@@ -161,12 +164,29 @@ mod web {
                     ("worstSum", (*worst_sum).into()),
                     ("tolerance", (*tolerance).into()),
                 ]),
+                LoadWarning::TokenCount {
+                    file,
+                    count,
+                    tokens,
+                } => object(&[
+                    ("english", w.to_string().into()),
+                    ("kind", "tokenCount".into()),
+                    ("file", file.as_str().into()),
+                    ("count", num(*count)),
+                    ("tokens", num(*tokens)),
+                ]),
             })
             .collect();
         object(&[
             ("attention", attention),
             ("keys", u.keys.as_ref().map_or(JsValue::NULL, kv_about)),
             ("values", u.values.as_ref().map_or(JsValue::NULL, kv_about)),
+            (
+                "tokensFrom",
+                u.tokens_from
+                    .as_deref()
+                    .map_or(JsValue::NULL, JsValue::from),
+            ),
             ("warnings", warnings.into()),
         ])
     }
@@ -366,6 +386,11 @@ mod web {
         /// `V`, row-major, or `undefined` when generated.
         pub fn values(&self) -> Option<Float32Array> {
             self.picked.values().map(|v| Float32Array::from(v.data()))
+        }
+
+        /// The prompt's token texts, one per token, or `undefined`.
+        pub fn tokens(&self) -> Option<Vec<String>> {
+            self.picked.token_texts().map(<[String]>::to_vec)
         }
 
         /// `V`'s width (0 without V).

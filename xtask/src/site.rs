@@ -75,6 +75,7 @@ pub fn dist(ws: &Workspace) -> Result<()> {
     }
     minify(ws, &scripts)?;
     unindent(&dist.join("index.html"))?;
+    blank_i18n_defaults(&dist.join("index.html"))?;
     let ahead = first_view::write(&www.join("i18n.js"), &dist.join("index.html"))?;
     println!(
         "xtask: dist assembled: {} files in {} (js and css minified; index.html with the \
@@ -122,6 +123,40 @@ fn unindent(html: &std::path::Path) -> Result<()> {
         .map_err(|e| format!("cannot write {}: {e}", html.display()).into())
 }
 
+/// Empties the English text of every element that carries `data-i18n`: `main.js` writes each
+/// from `i18n.js` in the page's language before anything is drawn (`applyLanguage`), so the
+/// copy in the HTML was sent for nothing (about 0.75 kB gzip). `www/index.html` keeps it, to be
+/// read as written.
+fn blank_i18n_defaults(html: &std::path::Path) -> Result<()> {
+    let text = std::fs::read_to_string(html)
+        .map_err(|e| format!("cannot read {}: {e}", html.display()))?;
+    std::fs::write(html, without_i18n_defaults(&text))
+        .map_err(|e| format!("cannot write {}: {e}", html.display()).into())
+}
+
+/// `html` with the text of each `data-i18n` element removed: the text between the end of the
+/// opening tag and the element's closing tag, when nothing else (no other tag) is between them.
+pub fn without_i18n_defaults(html: &str) -> String {
+    const ATTR: &str = " data-i18n=\"";
+    let mut out = String::with_capacity(html.len());
+    let mut rest = html;
+    while let Some(at) = rest.find(ATTR) {
+        let Some(close) = rest[at..].find('>').map(|c| at + c + 1) else {
+            break;
+        };
+        out.push_str(&rest[..close]);
+        rest = &rest[close..];
+        // (a self-closing or void tag, or one whose content holds markup, is left as it is)
+        if let Some(lt) = rest.find('<') {
+            if rest[lt..].starts_with("</") && !out.ends_with("/>") {
+                rest = &rest[lt..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Root-relative or other-origin URLs in html/css/js text, as `(line, snippet)`.
 ///
 /// XML namespace names (`http://www.w3.org/...`) are identifiers, not requests, and are allowed.
@@ -166,6 +201,17 @@ fn line_has(line: &str, pattern: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn i18n_defaults_are_blanked_and_nothing_else() {
+        let html = r#"<p><label for="a" data-i18n="x.a">Tokens T</label><input id="a"> keep
+<span data-i18n="x.b">one <b>two</b></span><input data-i18n="x.c"/>after</p>"#;
+        assert_eq!(
+            without_i18n_defaults(html),
+            r#"<p><label for="a" data-i18n="x.a"></label><input id="a"> keep
+<span data-i18n="x.b">one <b>two</b></span><input data-i18n="x.c"/>after</p>"#
+        );
+    }
 
     #[test]
     fn relative_urls_pass() {
