@@ -2225,7 +2225,12 @@ impl Lab {
 
     /// `token,state,score` per token, then the breakdown terms as `term,bytes` rows.
     pub fn export_csv(&self) -> String {
-        let mut out = String::from("token,kept,role,score\n");
+        let texts = self.data.tokens.as_deref();
+        let mut out = String::from(if texts.is_some() {
+            "token,kept,role,score,text\n"
+        } else {
+            "token,kept,role,score\n"
+        });
         let mask = self.select.selection.mask();
         let mut roles = vec![""; mask.len()];
         for (&i, r) in self
@@ -2244,7 +2249,13 @@ impl Lab {
             }
         }
         for (i, (&k, score)) in mask.iter().zip(&self.select.scores).enumerate() {
-            out.push_str(&format!("{i},{},{},{score}\n", u8::from(k), roles[i]));
+            out.push_str(&format!("{i},{},{},{score}", u8::from(k), roles[i]));
+            // (the prompt's token text, quoted as CSV quotes: any comma, quote or line break
+            // stays inside its field)
+            if let Some(t) = texts.and_then(|t| t.get(i)) {
+                out.push_str(&format!(",\"{}\"", t.replace('"', "\"\"")));
+            }
+            out.push('\n');
         }
         let b = &self.figures.budget.data;
         out.push_str("\nterm,bytes\n");
@@ -2611,6 +2622,26 @@ mod tests {
         );
         assert!(d.description.contains("attention S="), "{}", d.description);
         assert!(lab.use_uploaded(&only("", "")).is_err(), "nothing chosen");
+        assert!(
+            lab.export_csv().starts_with("token,kept,role,score\n"),
+            "no texts, no column"
+        );
+        let texts: String = (0..50)
+            .map(|i| format!("\"t{i},\\\"q\\\"\""))
+            .collect::<Vec<_>>()
+            .join(",");
+        lab.load_file("t.json", format!("[{texts}]").as_bytes())
+            .expect("texts");
+        lab.use_uploaded(&only("", "k.csv"))
+            .expect("keys with texts");
+        let csv = lab.export_csv();
+        assert!(csv.starts_with("token,kept,role,score,text\n"), "{csv}");
+        assert!(
+            csv.lines()
+                .nth(2)
+                .is_some_and(|l| l.ends_with(",\"t1,\"\"q\"\"\"")),
+            "{csv}"
+        );
         assert_eq!(
             lab.figures().data.tokens,
             50,
