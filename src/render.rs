@@ -486,7 +486,8 @@ pub fn score_bars<DB: DrawingBackend>(
 const TOKEN_LABELS: usize = 8;
 
 /// With the prompt's token texts: the kept sinks and heavy hitters with the highest scores (at
-/// most [`TOKEN_LABELS`]), each as its text in quotes ([`quoted_token`]), in token order.
+/// most [`TOKEN_LABELS`]), each as its text in quotes ([`quoted_token`]), the highest first (the
+/// chart names those first where labels would collide).
 fn token_labels(lab: &Lab, states: &[TokenState]) -> Vec<(usize, String)> {
     let Some(texts) = lab.data().tokens.as_deref() else {
         return Vec::new();
@@ -509,7 +510,6 @@ fn token_labels(lab: &Lab, states: &[TokenState]) -> Vec<(usize, String)> {
             named.truncate(TOKEN_LABELS);
         }
     }
-    named.sort_unstable();
     named
         .into_iter()
         .filter_map(|i| Some((i, quoted_token(texts.get(i)?))))
@@ -810,9 +810,9 @@ mod tests {
         assert_eq!(
             token_labels(&lab, &states),
             vec![
-                (0, "‘<s>’".to_string()),
                 (1, "‘ cat’".to_string()),
-                (4, "‘⏎’".to_string())
+                (4, "‘⏎’".to_string()),
+                (0, "‘<s>’".to_string())
             ]
         );
         assert_eq!(quoted_token(" a very long token"), "‘ a very long…’");

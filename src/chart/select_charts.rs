@@ -85,9 +85,9 @@ pub struct ScoreBarsView<'a> {
     pub recent_label: &'a str,
     /// Legend texts of the bar colours.
     pub legend: StateLabels<'a>,
-    /// Token texts to write above their bars, `(token, text)` in token order (a prompt's
-    /// kept heavy hitters: which tokens they are). A label that would overlap the one before
-    /// it, or leave the plot, is left out.
+    /// Token texts to write above their bars, `(token, text)`, the most important first (a
+    /// prompt's kept heavy hitters by score: which tokens they are). A label that would
+    /// overlap one placed before it, or leave the plot, is left out.
     pub labels: &'a [(usize, String)],
 }
 
@@ -207,7 +207,8 @@ pub fn score_bars<DB: DrawingBackend>(
     let text = style
         .text(0.8, style.foreground)
         .pos(Pos::new(HPos::Center, VPos::Bottom));
-    let mut free_from = i32::MIN;
+    let mut placed: Vec<(i32, i32)> = Vec::with_capacity(view.labels.len());
+    let gap = style.px(4.0);
     for (i, label) in view.labels {
         let Some(&score) = view.scores.get(*i).filter(|s| s.is_finite()) else {
             continue;
@@ -219,14 +220,17 @@ pub fn score_bars<DB: DrawingBackend>(
         let x = (token_px(*i) + token_px(i + 1)) / 2;
         let half = (tw as i32 + 1) / 2;
         let (left, right) = (x - half, x + half);
-        if left < free_from || left < 0 || right > w {
+        let overlaps = placed
+            .iter()
+            .any(|&(l, r)| left < r + gap && l < right + gap);
+        if overlaps || left < 0 || right > w {
             continue;
         }
         let y = (plot.y_px(f64::from(score)) - style.px(2.0)).max(style.px(12.0));
         plot.area
             .draw_text(label, &text, (x, y))
             .map_err(draw_err)?;
-        free_from = right + style.px(4.0);
+        placed.push((left, right));
     }
     Ok(plot.rect)
 }

@@ -1503,6 +1503,13 @@ mod tests {
         };
         let mut parts: Vec<LoadParts> = one_of_each().iter().map(LoadError::parts).collect();
         parts.push(missing.parts());
+        let two = crate::upload::UploadError::TwoRoles {
+            name: "k.npy".into(),
+            first: "keys",
+            second: "values",
+        };
+        parts.push(two.parts());
+        parts.push(crate::upload::UploadError::NothingChosen.parts());
         let mut used = std::collections::BTreeSet::new();
         for (kind, args) in parts {
             let template = zh
