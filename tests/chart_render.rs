@@ -954,6 +954,28 @@ fn score_bars_name_their_tokens_when_there_is_room() {
     let bar = f64::from(rect.w) / 8.0;
     assert!((x_of("‘ cat’") - 3.5 * bar).abs() <= 1.0);
     assert!((x_of("‘BOS’") - 0.5 * bar).abs() <= 1.0);
+
+    // Labels come most important first: of two that collide, the first is drawn, whichever
+    // token comes first (the tallest heavy hitter went unnamed when its left neighbour's label
+    // was placed before it).
+    let scores: Vec<f32> = (0..40).map(|i| if i == 21 { 2.0 } else { 0.5 }).collect();
+    let states = vec![Heavy; 40];
+    let crowded = [
+        (21, "‘ over’".to_string()),
+        (20, "‘ jumps’".to_string()),
+    ];
+    let view = ScoreBarsView {
+        scores: &scores,
+        states: &states,
+        labels: &crowded,
+        ..view
+    };
+    let (svg, _) = render("score_bars_crowded", (300, 200), |root| {
+        score_bars(root, &view, &style).unwrap()
+    });
+    let t: Vec<String> = texts(&parse(&svg)).into_iter().map(String::from).collect();
+    assert!(t.iter().any(|x| x == "‘ over’"), "{t:?}");
+    assert!(!t.iter().any(|x| x == "‘ jumps’"), "{t:?}");
 }
 
 #[test]

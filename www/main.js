@@ -1818,6 +1818,8 @@ async function restoreUpload(saved, first) {
     const reply = await request('useUploaded', { choice: saved.choice, keep: { lang: app.lang, embed: first.settings.embed } });
     app.upload = { choice: saved.choice, about: reply.about, files: saved.files, tokens: reply.tokens };
     showUploadWarnings(reply.about, reply.result.warnings);
+    // (only the controls the restored shapes use are shown)
+    await checkChoice();
     return reply;
   } catch (e) {
     savedUpload.clear().catch(() => {});
