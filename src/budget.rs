@@ -458,10 +458,17 @@ pub fn breakdown(model: &ModelConfig, c: &Compression) -> Result<Breakdown, Budg
     let copies = u128::from(c.selection_copies.max(1));
     let avg_kept = held_kept_tokens_by_copy / u128::from(model.layers);
     let m_score = copies * avg_kept * u128::from(c.score_state_bytes);
+    // The index records the tokens the cache holds: where every layer slides, a token the
+    // window dropped has no entry (the layers with the longest reach decide).
+    let reach = classes
+        .iter()
+        .map(|&(_, cap)| cap)
+        .max()
+        .unwrap_or(u64::MAX);
     let m_index = match c.index {
         IndexKind::None => 0,
-        IndexKind::List => copies * u128::from(c.t_kept) * 4,
-        IndexKind::Mask => copies * u128::from(c.t_total).div_ceil(8),
+        IndexKind::List => copies * u128::from(c.t_kept.min(reach)) * 4,
+        IndexKind::Mask => copies * u128::from(c.t_total.min(reach)).div_ceil(8),
     };
     let b = u128::from(c.batch);
     let to64 = |v: u128| byte_count(v * b);
@@ -542,34 +549,81 @@ pub fn gib(b: u64) -> f64 {
     b as f64 / (1u64 << 30) as f64
 }
 
+/// What [`tokens_that_fit`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FitKind {
+    /// At most [`Fit::tokens`] tokens fit (0: not even one).
+    Tokens,
+    /// Every layer slides: the cache stops growing at the window ([`Fit::tokens`]), and that
+    /// fits, so a context of any length does.
+    AnyLength,
+    /// Even the search's limit, [`FIT_LIMIT`] tokens ([`Fit::tokens`]), fits: more would too.
+    Beyond,
+}
+
+/// How much context fits in a memory budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Fit {
+    /// The tokens that fit ([`FitKind::Tokens`]), the window ([`FitKind::AnyLength`]) or the
+    /// search's limit ([`FitKind::Beyond`]).
+    pub tokens: u64,
+    /// Which of these `tokens` is.
+    pub kind: FitKind,
+}
+
+/// The longest context [`tokens_that_fit`] tries: [`breakdown`]'s own limit, `2^32` tokens.
+pub const FIT_LIMIT: u64 = 1 << 32;
+
 /// How many tokens of context fit in `memory_bytes` under `c`'s ratios (`t_total` and
 /// `t_kept` are replaced; the kept fraction `t_kept / t_total` is kept). Binary search over
-/// `1..=2^32`; 0 when not even one token fits.
+/// `1..=2^32`. A context whose cache would count more bytes than [`MAX_BYTES`] does not fit
+/// (no memory budget holds it), so only the model's own errors are errors. Where every layer
+/// slides, the cache stops growing at the window: when the window fits, any length does.
+///
+/// ```
+/// use kvlab::budget::{tokens_that_fit, Compression, FitKind, ModelConfig};
+/// let mistral = ModelConfig::presets().into_iter().find(|m| m.name.starts_with("Mistral")).unwrap();
+/// let fit = tokens_that_fit(&mistral, &Compression::none(32_768), 80 << 30).unwrap();
+/// assert_eq!((fit.kind, fit.tokens), (FitKind::AnyLength, 4096));
+/// ```
 pub fn tokens_that_fit(
     model: &ModelConfig,
     c: &Compression,
     memory_bytes: u64,
-) -> Result<u64, BudgetError> {
+) -> Result<Fit, BudgetError> {
+    model.validate()?;
     let frac = c.t_kept as f64 / c.t_total.max(1) as f64;
     let fits = |t: u64| -> Result<bool, BudgetError> {
         let kept = ((t as f64 * frac).ceil() as u64).clamp(1, t);
-        let b = breakdown(
+        match breakdown(
             model,
             &Compression {
                 t_total: t,
                 t_kept: kept,
                 ..*c
             },
-        )?;
-        Ok(b.m_final <= memory_bytes)
+        ) {
+            Ok(b) => Ok(b.m_final <= memory_bytes),
+            Err(BudgetError::Overflow) => Ok(false),
+            Err(e) => Err(e),
+        }
     };
+    let found = |tokens, kind| Ok(Fit { tokens, kind });
     if !fits(1)? {
-        return Ok(0);
+        return found(0, FitKind::Tokens);
     }
-    let (mut lo, mut hi) = (1u64, 1u64 << 32);
-    if fits(hi)? {
-        return Ok(hi);
+    let mut hi = FIT_LIMIT;
+    if let Some(s) = model.sliding.filter(|s| s.layers >= model.layers) {
+        let window = s.window.clamp(1, FIT_LIMIT);
+        if fits(window)? {
+            return found(window, FitKind::AnyLength);
+        }
+        hi = window;
+    } else if fits(hi)? {
+        return found(hi, FitKind::Beyond);
     }
+    let mut lo = 1u64;
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if fits(mid)? {
@@ -578,7 +632,7 @@ pub fn tokens_that_fit(
             hi = mid;
         }
     }
-    Ok(lo)
+    found(lo, FitKind::Tokens)
 }
 
 #[cfg(test)]
@@ -746,7 +800,13 @@ mod tests {
             4.125
         );
         let fit = tokens_that_fit(&m, &Compression::none(1), 160).unwrap();
-        assert_eq!(fit, 10);
+        assert_eq!(
+            fit,
+            Fit {
+                tokens: 10,
+                kind: FitKind::Tokens
+            }
+        );
         assert_eq!(gib(1 << 30), 1.0);
     }
 }

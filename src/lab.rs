@@ -9,8 +9,8 @@
 //! changes the quantization, and the budget (cheap) is always recomputed.
 
 use crate::budget::{
-    breakdown, gib, tokens_that_fit, Breakdown, BudgetError, Compression, IndexKind, ModelConfig,
-    QuantAccounting,
+    breakdown, gib, tokens_that_fit, Breakdown, BudgetError, Compression, FitKind, IndexKind,
+    ModelConfig, QuantAccounting,
 };
 use crate::io::{LoadError, TokenMismatch};
 use crate::kivi::{
@@ -252,10 +252,16 @@ pub struct BudgetFigures {
     pub model_gib_fp: f64,
     /// `M_KV,final` of the model in GiB.
     pub model_gib_final: f64,
-    /// Tokens of context that fit in `memory_gib` with this compression (whole batch).
+    /// Tokens of context that fit in `memory_gib` with this compression (whole batch): see
+    /// `context_fit_kind` for what the number is.
     pub context_fit: u64,
+    /// Whether `context_fit` is a count of tokens, the window of a model whose every layer
+    /// slides (any length fits), or the search's limit (more fit).
+    pub context_fit_kind: FitKind,
     /// Tokens of context that fit uncompressed.
     pub context_fit_fp: u64,
+    /// What `context_fit_fp` is, as `context_fit_kind`.
+    pub context_fit_fp_kind: FitKind,
     /// Independent kept sets in the model (per layer, per KV head or per query head).
     pub selection_copies: u64,
     /// How many copies of K/V the scope makes the cache hold (n_heads / n_kv for per query head).
@@ -1557,17 +1563,19 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
     let extrapolated = scoped.breakdown;
     c.selection_copies = scoped.memory.selection_copies;
     let memory = s.memory_gib.saturating_mul(1 << 30);
-    let context_fit = tokens_that_fit(&model, &c, memory)?;
+    let fit = tokens_that_fit(&model, &c, memory)?;
     let fp = Compression {
         batch: s.batch,
         ..Compression::none(ctx)
     };
-    let context_fit_fp = tokens_that_fit(&model, &fp, memory)?;
+    let fit_fp = tokens_that_fit(&model, &fp, memory)?;
     Ok(BudgetFigures {
         selection_copies: scoped.memory.selection_copies,
         kv_copy_factor: scoped.memory.kv_copy_factor,
-        context_fit,
-        context_fit_fp,
+        context_fit: fit.tokens,
+        context_fit_kind: fit.kind,
+        context_fit_fp: fit_fp.tokens,
+        context_fit_fp_kind: fit_fp.kind,
         data: on_data,
         model_name: model.name.clone(),
         model_gib_fp: gib(extrapolated.m_fp),
@@ -3362,6 +3370,64 @@ mod tests {
         );
         // Llama-3-8B fp16: 128 KiB per token, 80 GiB -> 655,360 tokens
         assert_eq!(b.context_fit_fp, 655_360);
+    }
+
+    #[test]
+    fn the_calculator_takes_the_largest_published_models() {
+        // Custom models with full multi-head attention: LLaMA-65B (80 x 64 x 128) at 32k and
+        // GPT-3 175B (96 x 96 x 128) were refused ("above 2^53 - 1 bytes") by the context
+        // search probing 2^32 tokens; Llama-3.1-405B at 128k with a batch of 1,024 too.
+        let custom = |layers, kv_heads, context, batch| Settings {
+            model: "custom".into(),
+            layers,
+            kv_heads,
+            head_dim: 128,
+            context,
+            batch,
+            ..small()
+        };
+        let mut lab = Lab::new(small()).unwrap();
+        for (s, gib_fp) in [
+            (custom(80, 64, 32_768, 1), 80.0),
+            (custom(96, 96, 32_768, 1), 144.0),
+            (custom(126, 8, 131_072, 1024), 63.0 * 1024.0),
+        ] {
+            let b = &lab.update(&s).expect("a real model is counted").budget;
+            assert_eq!(b.model_gib_fp, gib_fp);
+            assert_eq!(b.context_fit_fp_kind, FitKind::Tokens);
+            // 80 GiB hold 80 GiB / bytes per token (whole batch)
+            let per_token = 2 * s.layers * s.kv_heads * 128 * 2 * s.batch;
+            assert_eq!(b.context_fit_fp, (80u64 << 30) / per_token);
+        }
+    }
+
+    #[test]
+    fn a_model_whose_every_layer_slides_fits_any_context() {
+        // Mistral-7B: 32 layers, all with a 4,096-token window. It printed "335,003,136 tokens
+        // (uncompressed: 4,294,967,296)": the search's limit as a result, and an index counting
+        // tokens the window had dropped, so compression seemed to fit less.
+        let mut lab = Lab::new(small()).unwrap();
+        let s = Settings {
+            model: "mistral-7b-v0.1".into(),
+            context: 32_768,
+            ..small()
+        };
+        let b = lab.update(&s).unwrap().budget.clone();
+        assert_eq!(b.model_name, "Mistral-7B-v0.1");
+        for (kind, tokens) in [
+            (b.context_fit_kind, b.context_fit),
+            (b.context_fit_fp_kind, b.context_fit_fp),
+        ] {
+            assert_eq!((kind, tokens), (FitKind::AnyLength, 4096));
+        }
+        // The index holds the tokens the cache holds: at most the window per copy.
+        let e = b.extrapolated;
+        assert!(
+            e.m_index <= b.selection_copies * 4096 * 4,
+            "index {} for {} copies",
+            e.m_index,
+            b.selection_copies
+        );
     }
 
     #[test]

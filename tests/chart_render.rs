@@ -960,10 +960,7 @@ fn score_bars_name_their_tokens_when_there_is_room() {
     // was placed before it).
     let scores: Vec<f32> = (0..40).map(|i| if i == 21 { 2.0 } else { 0.5 }).collect();
     let states = vec![Heavy; 40];
-    let crowded = [
-        (21, "‘ over’".to_string()),
-        (20, "‘ jumps’".to_string()),
-    ];
+    let crowded = [(21, "‘ over’".to_string()), (20, "‘ jumps’".to_string())];
     let view = ScoreBarsView {
         scores: &scores,
         states: &states,

@@ -426,11 +426,14 @@ function writeFigures(f) {
   // figures on screen until the catch-up computes it.)
   if (!f.pending) writeCompare(f.compare);
   if (!f.kiviPending) writeKivi(f.kivi);
-  const tok = (n) => `${grouped(n)} ${t(app.lang, 'budget.tokens')}`;
-  figure('context-fit', b.contextFit, tok(b.contextFit));
+  // (where every layer slides the cache stops at the window; past the search's limit, more fit)
+  const tok = (n, kind) => (kind === 'tokens'
+    ? `${grouped(n)} ${t(app.lang, 'budget.tokens')}`
+    : fill(t(app.lang, `budget.fit.${kind}`), { n: grouped(n) }));
+  figure('context-fit', b.contextFit, tok(b.contextFit, b.contextFitKind));
   figure('scope-copies', b.kvCopyFactor, fill(t(app.lang, 'scope.copies'),
     { n: grouped(b.selectionCopies), k: b.kvCopyFactor }));
-  figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp));
+  figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp, b.contextFitFpKind));
 }
 
 function writeKivi(k) {

@@ -1,0 +1,54 @@
+// The calculator (section 1) on real models: the largest published ones are counted, and a model
+// whose every layer slides says that any context fits, with the window.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, open, urlWith, figure, settle } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+const modelError = (page) => page.locator('#model').locator('xpath=..').locator('.error');
+
+test('LLaMA-65B, GPT-3 175B and Llama-3.1-405B at 128k with a batch of 1,024 are counted, by link and by hand', async () => {
+  // LLaMA-65B by link: it used to fall back to the default model with an 8 PiB message.
+  const link = { model: 'custom', layers: 80, kv_heads: 64, head_dim: 128, context: 32768, lang: 'en' };
+  const { page, problems } = await open(browser.context, urlWith(link));
+  assert.equal(await page.locator('#url-warnings').isVisible(), false, 'nothing repaired');
+  assert.equal(await page.locator('#model').inputValue(), 'custom');
+  assert.equal(await figure(page, 'gib-fp'), 80);
+  assert.equal(await modelError(page).isVisible(), false);
+  // 80 GiB of memory hold 80 GiB / 2.5 MiB per token
+  assert.equal(await figure(page, 'context-fit-fp'), 32768);
+  // GPT-3 175B by hand: 96 layers of 96 heads.
+  for (const [label, value] of [['Layers L', 96], ['KV heads', 96]]) {
+    await page.getByLabel(label, { exact: true }).fill(String(value));
+    await page.getByLabel(label, { exact: true }).press('Enter');
+    await settle(page);
+  }
+  assert.equal(await figure(page, 'gib-fp'), 144);
+  assert.equal(await modelError(page).isVisible(), false);
+  await page.close();
+  // Llama-3.1-405B: 126 layers, 8 KV heads, 128k tokens, batch 1,024: 63 TiB
+  const big = { model: 'custom', layers: 126, kv_heads: 8, head_dim: 128, context: 131072, batch: 1024, lang: 'en' };
+  const { page: p2, problems: problems2 } = await open(browser.context, urlWith(big));
+  assert.equal(await p2.locator('#url-warnings').isVisible(), false);
+  assert.equal(await figure(p2, 'gib-fp'), 63 * 1024);
+  assert.deepEqual([...problems, ...problems2], []);
+  await p2.close();
+});
+
+test('a model whose every layer slides fits any context: said with its window, compressed or not', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ model: 'mistral-7b-v0.1', context: 32768, lang: 'en' }));
+  const said = 'any length (every layer slides: the cache stops at 4,096 tokens)';
+  assert.equal(await page.locator('[data-figure="context-fit"]').textContent(), said);
+  assert.equal(await page.locator('[data-figure="context-fit-fp"]').textContent(), said);
+  await page.getByRole('button', { name: 'Switch language' }).click();
+  await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
+  await settle(page);
+  assert.equal(await page.locator('[data-figure="context-fit"]').textContent(),
+    '任意长度（每层都是滑动窗口：缓存在 4,096 个 token 处停止增长）');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
