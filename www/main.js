@@ -418,13 +418,14 @@ function writeFigures(f) {
   const gib = (v) => (v < 0.01 ? bytes(Math.round(v * 1024 ** 3)) : `${v.toFixed(3)} GiB`);
   figure('gib-final', b.modelGibFinal, gib(b.modelGibFinal));
   figure('gib-fp', b.modelGibFp, gib(b.modelGibFp));
+  figure('r-overall-model', b.extrapolated.r_overall, fmt.ratio(b.extrapolated.r_overall));
   figure('r-overall', f.together.rOverall, fmt.ratio(f.together.rOverall));
   figure('data-description', f.data.description, describeData(f.data));
 
   writeLevers(f.together);
   // (A staged first view: the comparison and KIVI follow; a deferred comparison keeps the
   // figures on screen until the catch-up computes it.)
-  if (!f.pending) writeCompare(f.compare);
+  if (!f.pending) writeCompare(f.compare, f.data.steps);
   if (!f.kiviPending) writeKivi(f.kivi);
   // (where every layer slides the cache stops at the window; past the search's limit, more fit)
   const tok = (n, kind) => (kind === 'tokens'
@@ -455,11 +456,15 @@ function writeKivi(k) {
   }
 }
 
-/** The policy table: text only (no HTML), one row per policy; cells are rewritten in place. */
-function writeCompare(c) {
+/** The policy table (`s`: the steps S of the data): text only (no HTML), one row per policy; cells are rewritten in place. */
+function writeCompare(c, s) {
+  const steps = (n) => t(app.lang, n === 1 ? 'unit.step' : 'unit.steps');
+  // (with steps held out, the table's mass retained is over other steps than section 3's)
+  const rows = c.evalRows < s
+    ? fill(t(app.lang, 'compare.rows'), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
+    : fill(t(app.lang, 'compare.rows.all'), { s, sSteps: steps(s) });
   figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
-    fill(t(app.lang, 'compare.rows'), { o: c.observedRows, e: c.evalRows })
-    + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
+    rows + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
   const body = $('#compare-rows');
   const COLS = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'];
   const rowsOf = (r) => {
@@ -809,7 +814,7 @@ async function completeComparison(charts, start = performance.now()) {
   app.enginePending = leftForComplete(reply.figures);
   // (only the comparison, KIVI and the levers changed: write them)
   app.figures = reply.figures;
-  if (!reply.figures.pending) writeCompare(reply.figures.compare);
+  if (!reply.figures.pending) writeCompare(reply.figures.compare, reply.figures.data.steps);
   if (!reply.figures.kiviPending) writeKivi(reply.figures.kivi);
   writeLevers(reply.figures.together);
   renderFormulas(reply.figures, app.good, (key) => t(app.lang, key), new Set(['compare', 'together']));

@@ -52,3 +52,25 @@ test('a model whose every layer slides fits any context: said with its window, c
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('the model\'s own R_overall is shown; the comparison says which steps its mass is over, in the right number', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  const exported = JSON.parse(await page.evaluate(() => window.kvlab.call('exportJson')));
+  const r = exported.figures.budget.extrapolated.r_overall;
+  assert.ok(r > 1, `compressed: ${r}`);
+  assert.equal(await figure(page, 'r-overall-model'), r);
+  assert.match(await page.locator('[data-figure="r-overall-model"]').textContent(), /×$/);
+  const rows = () => page.locator('[data-figure="compare-rows"]').textContent();
+  assert.equal(await rows(), 'policies see the first 48 steps; quality is measured on the last 16 steps, held out '
+    + '(section 3 averages its mass retained over all 64 steps, so the two differ)');
+  await page.close();
+  const one = await open(browser.context, urlWith({ tokens: 8, steps: 2, future: 1, lang: 'en' }));
+  assert.match(await one.page.locator('[data-figure="compare-rows"]').textContent(),
+    /^policies see the first 1 step; quality is measured on the last 1 step, held out/);
+  await one.page.close();
+  const all = await open(browser.context, urlWith({ future: 0, lang: 'en' }));
+  assert.equal(await all.page.locator('[data-figure="compare-rows"]').textContent(),
+    'policies see and are judged on all 64 steps, as in section 3');
+  assert.deepEqual([...problems, ...one.problems, ...all.problems], []);
+  await all.page.close();
+});
