@@ -848,9 +848,14 @@ const onScreen = new IntersectionObserver((entries) => {
  * describes them (file names and shapes).
  */
 function describeData(d) {
-  const g = d.generator;
   if (d.uploaded) return app.upload?.about ? describeUpload(app.upload.about, d) : d.description;
-  const fields = {
+  return fill(t(app.lang, 'data.description.generated'), generatorFields(d));
+}
+
+/** The generator's settings of data `d` (its figures) as the description templates name them. */
+function generatorFields(d) {
+  const g = d.generator;
+  return {
     pattern: t(app.lang, `pattern.short.${g.pattern}`),
     S: d.steps,
     T: d.tokens,
@@ -859,7 +864,6 @@ function describeData(d) {
     skewed: g.skewedChannels,
     seed: g.seed,
   };
-  return fill(t(app.lang, 'data.description.generated'), fields);
 }
 
 // Uploads, worded from the upload module's fields (kvlab::io::FileAbout, AttentionAbout,
@@ -916,23 +920,15 @@ function describeUpload(u, d) {
   ].filter(Boolean);
   const said = fill(tr('upload.description'), { parts: uploaded.join(tr('upload.join')) })
     + (u.tokensFrom ? fill(tr('upload.tokens'), { file: u.tokensFrom }) : '');
-  const g = d.generator;
-  if (!g) return said;
+  if (!d.generator) return said;
   const { attention, keys, values } = d.uploaded;
-  const fields = {
-    pattern: t(app.lang, `pattern.short.${g.pattern}`),
-    S: d.steps,
-    T: d.tokens,
-    d: d.channels,
-    outliers: g.outlierChannels,
-    skewed: g.skewedChannels,
-  };
+  const fields = generatorFields(d);
   const kvWhich = keys ? (values ? null : 'values') : (values ? 'keys' : 'both');
   const generated = [
     !attention && fill(tr('upload.generated.attention'), fields),
     kvWhich && fill(tr(`upload.generated.kv.${kvWhich}`), fields),
   ].filter(Boolean);
-  return said + tr('upload.join') + fill(tr('upload.generated'), { parts: generated.join(tr('upload.join')), seed: g.seed });
+  return said + tr('upload.join') + fill(tr('upload.generated'), { parts: generated.join(tr('upload.join')), seed: fields.seed });
 }
 
 /** An uploaded attention matrix's description (kvlab::io::AttentionAbout). */
