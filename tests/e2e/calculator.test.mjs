@@ -42,6 +42,8 @@ test('LLaMA-65B, GPT-3 175B and Llama-3.1-405B at 128k with a batch of 1,024 are
 test('a model whose every layer slides fits any context: said with its window, compressed or not', async () => {
   const { page, problems } = await open(browser.context, urlWith({ model: 'mistral-7b-v0.1', context: 32768, lang: 'en' }));
   const said = 'any length (every layer slides: the cache stops at 4,096 tokens)';
+  // the per-token formula says why the cache is not 128 KiB x 32,768
+  assert.match(await page.locator('#f-bytes-fp').textContent(), /128\.0 KiB\s*\(32 of the 32 layers slide: they hold only the last 4,096 of the 32,768 tokens\)/);
   assert.equal(await page.locator('[data-figure="context-fit"]').textContent(), said);
   assert.equal(await page.locator('[data-figure="context-fit-fp"]').textContent(), said);
   await page.getByRole('button', { name: 'Switch language' }).click();
@@ -49,6 +51,7 @@ test('a model whose every layer slides fits any context: said with its window, c
   await settle(page);
   assert.equal(await page.locator('[data-figure="context-fit"]').textContent(),
     '任意长度（每层都是滑动窗口：缓存在 4,096 个 token 处停止增长）');
+  assert.match(await page.locator('#f-bytes-fp').textContent(), /32 层中有 32 层使用滑动窗口：只保留 32,768 个 token 中的最后 4,096 个/);
   assert.deepEqual(problems, []);
   await page.close();
 });
