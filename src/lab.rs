@@ -342,6 +342,67 @@ pub struct KiviFigures {
     /// Keys quantized per-channel vs per-token at the key bits and group: why KIVI picks
     /// per-channel for keys.
     pub keys_channel_vs_token: [GranularitySummary; 2],
+    /// Which of the two wins on each measure, and whether these keys have the outlier channels
+    /// that make per-channel win: what the caption beside the table says.
+    pub keys_verdict: KeysVerdict,
+}
+
+/// Per-channel against per-token on the keys, measure by measure (see
+/// [`KiviFigures::keys_verdict`]): each measure is `channel`, `token` (the lower error) or
+/// `tie`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeysVerdict {
+    /// RMSE over all elements.
+    pub rmse: &'static str,
+    /// The largest error.
+    pub max_abs: &'static str,
+    /// The mean over channels of each channel's relative RMSE.
+    pub relative: &'static str,
+    /// The largest channel's `max |x_j|` over the lower quartile of the channels' (a typical
+    /// ordinary channel's): how far an outlier channel stretches a per-token grid.
+    pub outlier_ratio: f64,
+    /// `outlier_ratio` is at least [`OUTLIER_RATIO`]: the keys have outlier channels.
+    pub outliers: bool,
+}
+
+/// A channel whose `max |x|` is this many times a typical channel's (the lower quartile) is an
+/// outlier channel (the generator's are 10x the others; real keys' several-fold, KIVI's
+/// Figure 2; the generator's ordinary channels differ by up to 3x).
+pub const OUTLIER_RATIO: f64 = 4.0;
+
+impl KeysVerdict {
+    /// The verdict for `pc` (per-channel) against `pt` (per-token) on keys whose channels'
+    /// `max |x_j|` are `channel_max_abs` (finite, as the data's values are).
+    pub fn of(pc: &GranularitySummary, pt: &GranularitySummary, channel_max_abs: &[f64]) -> Self {
+        let lower = |c: f64, t: f64| match c.partial_cmp(&t) {
+            Some(std::cmp::Ordering::Less) => "channel",
+            Some(std::cmp::Ordering::Greater) => "token",
+            _ => "tie",
+        };
+        // The lower quartile: outlier channels do not move it even when they are half of them,
+        // as the generator's 4 of 8 are. It is found by dropping the smallest n/4 values one
+        // by one (at most 1,024 channels): a sort would add its code to the page for this.
+        let mut rest = channel_max_abs.to_vec();
+        for _ in 0..rest.len() / 4 {
+            let smallest = (0..rest.len()).fold(0, |m, i| if rest[i] < rest[m] { i } else { m });
+            rest.swap_remove(smallest);
+        }
+        let quartile = rest.iter().copied().fold(f64::INFINITY, f64::min);
+        let top = channel_max_abs.iter().copied().fold(0.0, f64::max);
+        let outlier_ratio = if quartile > 0.0 && quartile.is_finite() {
+            top / quartile
+        } else {
+            1.0
+        };
+        KeysVerdict {
+            rmse: lower(pc.rmse, pt.rmse),
+            max_abs: lower(pc.max_abs, pt.max_abs),
+            relative: lower(pc.mean_channel_relative_rmse, pt.mean_channel_relative_rmse),
+            outlier_ratio,
+            outliers: outlier_ratio >= OUTLIER_RATIO,
+        }
+    }
 }
 
 /// One granularity's error on the keys.
@@ -386,12 +447,22 @@ fn kivi_figures(data: &Data, s: &Settings) -> Result<KiviFigures, LabError> {
         max_abs: g.max_abs,
         mean_channel_relative_rmse: g.mean_channel_relative_rmse,
     };
+    let (pc, pt) = (summary(&c.per_channel), summary(&c.per_token));
+    let keys = &data.keys;
+    let channel_max_abs: Vec<f64> = (0..keys.cols())
+        .map(|j| {
+            keys.iter_rows()
+                .filter_map(|row| row.get(j))
+                .fold(0.0f64, |m, &v| m.max(f64::from(v.abs())))
+        })
+        .collect();
     Ok(KiviFigures {
         config: cfg,
         bytes: r.bytes,
         key_error: r.key_error,
         value_error: r.value_error,
-        keys_channel_vs_token: [summary(&c.per_channel), summary(&c.per_token)],
+        keys_verdict: KeysVerdict::of(&pc, &pt, &channel_max_abs),
+        keys_channel_vs_token: [pc, pt],
     })
 }
 
@@ -435,6 +506,13 @@ fn pending_kivi(config: KiviConfig) -> KiviFigures {
         key_error: error,
         value_error: error,
         keys_channel_vs_token: [none(Granularity::PerChannel), none(Granularity::PerToken)],
+        keys_verdict: KeysVerdict {
+            rmse: "tie",
+            max_abs: "tie",
+            relative: "tie",
+            outlier_ratio: 1.0,
+            outliers: false,
+        },
     }
 }
 
@@ -3370,6 +3448,53 @@ mod tests {
         );
         // Llama-3-8B fp16: 128 KiB per token, 80 GiB -> 655,360 tokens
         assert_eq!(b.context_fit_fp, 655_360);
+    }
+
+    #[test]
+    fn the_kivi_verdict_follows_its_numbers() {
+        // The defaults (4 outlier channels): per-token has the lower RMSE and max error, and
+        // per-channel the lower relative error per channel; the caption said per-channel won.
+        let mut lab = Lab::new(small()).unwrap();
+        let v = lab.figures().kivi.keys_verdict;
+        let [pc, pt] = &lab.figures().kivi.keys_channel_vs_token;
+        let lower = |c: f64, t: f64| if c < t { "channel" } else { "token" };
+        assert_eq!(v.rmse, lower(pc.rmse, pt.rmse));
+        assert_eq!(v.max_abs, lower(pc.max_abs, pt.max_abs));
+        assert_eq!(
+            v.relative,
+            lower(pc.mean_channel_relative_rmse, pt.mean_channel_relative_rmse)
+        );
+        assert!(
+            v.outliers,
+            "the generator's outlier channels: ratio {}",
+            v.outlier_ratio
+        );
+        // Without outlier channels the keys are said to have none.
+        let f = lab
+            .update(&Settings {
+                outliers: 0,
+                ..small()
+            })
+            .unwrap();
+        let v = f.kivi.keys_verdict;
+        assert!(!v.outliers && v.outlier_ratio < OUTLIER_RATIO, "{v:?}");
+        let pcs = GranularitySummary {
+            granularity: Granularity::PerChannel,
+            rmse: 1.0,
+            max_abs: 2.0,
+            mean_channel_relative_rmse: 0.5,
+        };
+        let pts = GranularitySummary {
+            granularity: Granularity::PerToken,
+            rmse: 1.0,
+            max_abs: 3.0,
+            mean_channel_relative_rmse: 0.4,
+        };
+        let v = KeysVerdict::of(&pcs, &pts, &[1.0, 1.0, 1.0, 9.0]);
+        assert_eq!((v.rmse, v.max_abs, v.relative), ("tie", "channel", "token"));
+        assert_eq!((v.outlier_ratio, v.outliers), (9.0, true));
+        let v = KeysVerdict::of(&pcs, &pts, &[2.0, 1.0, 3.0, 1.5]);
+        assert_eq!((v.outlier_ratio, v.outliers), (2.0, false));
     }
 
     #[test]

@@ -454,6 +454,16 @@ function writeKivi(k) {
     figure(`kivi-${name}-max`, g.maxAbs, fmt.err(g.maxAbs));
     figure(`kivi-${name}-rel`, g.meanChannelRelativeRmse, fmt.pct(g.meanChannelRelativeRmse));
   }
+  // The caption says what the table shows: which granularity wins on which measure (the
+  // engine's verdict), and whether these keys have the outlier channels that decide it.
+  const v = k.keysVerdict;
+  const tr = (key) => t(app.lang, key);
+  const measures = [['rmse', v.rmse], ['max', v.maxAbs], ['rel', v.relative]];
+  const won = (side) => measures.filter(([, w]) => w === side).map(([m]) => tr(`kivi.m.${m}`)).join(tr('kivi.and'));
+  const [channel, token] = [won('channel'), won('token')];
+  const which = channel && token ? 'split' : channel ? 'channel' : token ? 'token' : 'tie';
+  figure('kivi-verdict', `${v.rmse}/${v.maxAbs}/${v.relative}/${v.outliers}`,
+    `${fill(tr(`kivi.verdict.${which}`), { channel, token })} ${fill(tr(v.outliers ? 'kivi.why.outliers' : 'kivi.why.none'), { ratio: v.outlierRatio.toFixed(1) })}`);
 }
 
 /** The policy table (`s`: the steps S of the data): text only (no HTML), one row per policy; cells are rewritten in place. */

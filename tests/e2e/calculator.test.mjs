@@ -77,3 +77,33 @@ test('the model\'s own R_overall is shown; the comparison says which steps its m
   assert.deepEqual([...problems, ...one.problems, ...all.problems], []);
   await all.page.close();
 });
+
+test('KIVI\'s "why per-channel for keys" says which wins on what, from the table beside it', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  const caption = () => page.locator('[data-figure="kivi-verdict"]').textContent();
+  const winners = async () => {
+    const out = { channel: [], token: [] };
+    for (const [col, name] of [['rmse', 'RMSE'], ['max', 'largest error'], ['rel', 'relative error of the typical channel']]) {
+      const [c, tok] = [await figure(page, `kivi-pc-${col}`), await figure(page, `kivi-pt-${col}`)];
+      if (c < tok) out.channel.push(name);
+      if (tok < c) out.token.push(name);
+    }
+    return out;
+  };
+  const said = (w) => {
+    const and = (l) => l.join(' and ');
+    if (w.channel.length && w.token.length) return `Here per-channel has the lower ${and(w.channel)}; per-token the lower ${and(w.token)}.`;
+    return w.channel.length ? `Here per-channel has the lower ${and(w.channel)}.` : `Here per-token has the lower ${and(w.token)}.`;
+  };
+  // The defaults: per-token wins two columns here, which the fixed caption never said.
+  const w = await winners();
+  assert.ok(w.token.length > 0, `per-token wins something at the defaults: ${JSON.stringify(w)}`);
+  assert.ok((await caption()).startsWith(said(w)), await caption());
+  assert.match(await caption(), /These keys have outlier channels \(the largest channel’s max \|x\| is [\d.]+× a typical channel’s\)/);
+  await page.close();
+  // Without outlier channels the caption says there are none (it spoke of them regardless).
+  const none = await open(browser.context, urlWith({ outliers: 0, lang: 'en' }));
+  assert.match(await none.page.locator('[data-figure="kivi-verdict"]').textContent(), /These keys have no outlier channel/);
+  assert.deepEqual([...problems, ...none.problems], []);
+  await none.page.close();
+});
