@@ -343,13 +343,16 @@ function grouped(n) {
  * that much text took the page's thread over 50 ms per update.
  */
 function shortRanges(ranges, max = 60) {
+  // A line breaks between ranges, never inside one: a space after each comma, and the
+  // non-breaking hyphen (U+2011) within a range ("480-511" was split as "480-" / "511").
+  const readable = (r) => r.replaceAll('-', '\u2011').replaceAll(',', ', ');
   let at = -1;
   for (let n = 0; n < max; n += 1) {
     at = ranges.indexOf(',', at + 1);
-    if (at < 0) return ranges;
+    if (at < 0) return readable(ranges);
   }
   const rest = ranges.slice(at + 1).split(',').length;
-  return `${ranges.slice(0, at)}, … ${fill(t(app.lang, 'fig.more-ranges'), { n: grouped(rest) })}`;
+  return `${readable(ranges.slice(0, at))}, … ${fill(t(app.lang, 'fig.more-ranges'), { n: grouped(rest) })}`;
 }
 
 /** The most kept tokens written as text: a longer list would be a wall of text on a phone. */

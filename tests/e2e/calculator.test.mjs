@@ -107,3 +107,32 @@ test('KIVI\'s "why per-channel for keys" says which wins on what, from the table
   assert.deepEqual([...problems, ...none.problems], []);
   await none.page.close();
 });
+
+test('the kept-token index list breaks between ranges, never inside a number, on a phone', async () => {
+  const own = await launch({ viewport: { width: 375, height: 800 } });
+  try {
+    // SnapKV with max pooling keeps scattered tokens: many short ranges on a narrow screen
+    const { page, problems } = await open(own.context, urlWith({ tokens: 4096, budget: 600, recent: 8, method: 'snapkv', lang: 'en' }));
+    const list = page.locator('[data-figure="kept-indices"]');
+    await list.scrollIntoViewIfNeeded();
+    const layout = await list.evaluate((el) => {
+      const text = el.firstChild;
+      const s = text.textContent;
+      const split = [];
+      // every run of digits and non-breaking hyphens (one range) on one line
+      for (const m of s.matchAll(/[\d\u2011]+/g)) {
+        const r = document.createRange();
+        r.setStart(text, m.index);
+        r.setEnd(text, m.index + m[0].length);
+        const lines = new Set([...r.getClientRects()].map((q) => Math.round(q.top)));
+        if (lines.size > 1) split.push(m[0]);
+      }
+      return { split, lines: Math.round(el.scrollHeight / parseFloat(getComputedStyle(el).lineHeight || '16')), ranges: s.split(', ').length };
+    });
+    assert.ok(layout.ranges > 10, `many ranges: ${layout.ranges}`);
+    assert.deepEqual(layout.split, [], 'no range split across lines');
+    assert.deepEqual(problems, []);
+  } finally {
+    await own.close();
+  }
+});
