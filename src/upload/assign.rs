@@ -362,18 +362,17 @@ pub fn assign<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a NamedTensor)>)
     let all: Vec<Traits> = tensors.into_iter().map(|(f, t)| traits(f, t)).collect();
     let mut ambiguities = Vec::new();
 
-    // Attention: distributions first (not named K or V), then a non-negative tensor named so.
+    // Attention: distributions first (not named K or V), then a non-negative tensor named so,
+    // then one whose T a K/V candidate shares.
+    let not_kv = |i: usize| !matches!(all[i].named, Some(Role::Keys | Role::Values));
     let distributions: Vec<usize> = (0..all.len())
-        .filter(|&i| {
-            all[i].rows_sum_to_one && !matches!(all[i].named, Some(Role::Keys | Role::Values))
-        })
+        .filter(|&i| all[i].rows_sum_to_one && not_kv(i))
         .collect();
     let has_partner = |i: usize| {
         all.iter().enumerate().any(|(j, t)| {
             j != i && t.kv_shaped && !t.rows_sum_to_one && t.kv_tokens == all[i].attention_tokens
         })
     };
-    let not_kv = |i: usize| !matches!(all[i].named, Some(Role::Keys | Role::Values));
     let attention = if distributions.is_empty() {
         (0..all.len())
             .find(|&i| all[i].attention_shaped && all[i].named == Some(Role::Attention))
@@ -385,7 +384,7 @@ pub fn assign<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a NamedTensor)>)
             })
     } else {
         // Among several: those named attention, then those whose T some K/V shares.
-        let mut pool = distributions.clone();
+        let mut pool = distributions;
         for keep in [
             &(|i: usize| all[i].named == Some(Role::Attention)) as &dyn Fn(usize) -> bool,
             &has_partner,
