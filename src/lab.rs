@@ -168,17 +168,14 @@ pub struct QuantFigures {
     pub groups: usize,
     /// Group length along the grouped axis.
     pub group_size: usize,
-    /// The channel the histogram shows.
+    /// The channel shown ("Channel shown"): its first group per channel, token 0's group that
+    /// holds it per token.
     pub channel: usize,
-    /// `max |x_j|` of that channel.
-    pub channel_max_abs: f64,
-    /// `min x_j`.
-    pub channel_min: f64,
-    /// `max x_j`.
-    pub channel_max: f64,
-    /// `max |x|` over the group whose scale is shown ([`QuantFigures::scale`]): the shown
-    /// channel's first group per channel, token 0's group holding that channel per token, the
-    /// whole tensor per tensor.
+    /// The group whose scale, grid and bound the section shows, and its values in the
+    /// histogram: the shown channel's first group per channel, token 0's group holding that
+    /// channel per token, the whole tensor per tensor.
+    pub group: ShownGroup,
+    /// `max |x|` over the shown group.
     pub group_max_abs: f64,
     /// `min x` over that group.
     pub group_min: f64,
@@ -206,6 +203,32 @@ pub struct QuantFigures {
     pub meta_bytes: u64,
     /// fp16 bytes of the same tensor.
     pub fp_bytes: u64,
+}
+
+/// Which group of values section 2 shows (its scale, grid, bound and histogram), so that
+/// every formula names the group it is about: a run of tokens of one channel (per channel),
+/// a run of channels of one token (per token), or the whole tensor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShownGroup {
+    /// How the values are grouped: `per-channel`, `per-token` or `per-tensor`.
+    pub granularity: &'static str,
+    /// The channel (per channel) or the token (per token, always 0) the group belongs to.
+    pub index: usize,
+    /// First and last position of the group along its axis (tokens per channel, channels per
+    /// token), counted from 0; `0..=T*d-1` elements per tensor.
+    pub from: usize,
+    /// The last position, inclusive.
+    pub to: usize,
+    /// The axis's length (`T` per channel, `d` per token, `T*d` per tensor): the group is the
+    /// whole axis when `from = 0` and `to = len - 1`.
+    pub len: usize,
+    /// `max |x - x_hat|` over the group.
+    pub max_error: f64,
+    /// Its bound `scale / 2`.
+    pub bound: f64,
+    /// Groups whose every element is within its bound (up to round-off), of [`QuantFigures::groups`].
+    pub groups_within: usize,
 }
 
 /// The selection section's numbers.
@@ -278,15 +301,31 @@ pub struct Lever {
     pub bytes_before: u64,
     /// Bytes after pulling the lever.
     pub bytes_after: u64,
-    /// Quality before: RMSE (bits lever) or mean mass retained (tokens lever).
+    /// Quality before: the attention output's relative error, mean over steps, with V
+    /// quantized as section 2 sets it and section 3's kept set (see [`LeverErrors`]). The same
+    /// measure for both levers, so their costs compare.
     pub quality_before: f64,
-    /// Quality after.
+    /// The same error after pulling the lever.
     pub quality_after: f64,
     /// Whether the lever can be pulled at all (bits already minimal, B already 1).
     pub possible: bool,
-    /// The "after" is not computed yet (an update deferred it, see [`OneBitFewer::Pending`]):
-    /// `bytes_after` and `quality_after` then hold the "before" values.
+    /// The errors are not computed yet (an update deferred them, see [`LeverErrors::Pending`]):
+    /// `bytes_after` then holds `bytes_before`, and both qualities are 0.
     pub pending: bool,
+    /// The output error's rise per KiB saved (`(after - before) / (saved / 1024)`, a fraction
+    /// per KiB); `None` when the lever is not possible, pending, or saves no byte here (one
+    /// bit fewer of a 1 x 1 tensor's one packed byte).
+    pub cost_per_kib: Option<f64>,
+}
+
+/// Which lever costs less output error per byte saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeverChoice {
+    /// One bit fewer (a tie goes to quantization: the note's safer first step).
+    Bits,
+    /// 10% fewer kept tokens.
+    Tokens,
 }
 
 /// Section 4: both levers together.
@@ -299,6 +338,8 @@ pub struct TogetherFigures {
     pub fewer_bits: Lever,
     /// 10% fewer kept tokens.
     pub fewer_tokens: Lever,
+    /// The lever with the lower [`Lever::cost_per_kib`]; `None` unless both have one.
+    pub verdict: Option<LeverChoice>,
 }
 
 /// One policy's row of the comparison table (issue: beyond the note).
@@ -700,27 +741,51 @@ pub struct QuantView {
     pub rows: Vec<RowError>,
     /// `|x - x_hat|`, `T x d` row-major.
     pub abs_err: Vec<f32>,
-    /// The shown channel's values.
-    pub channel_values: Vec<f32>,
-    /// The shown channel's grid (first group of the channel).
-    pub channel_grid: Vec<f64>,
-    /// RMSE at one bit fewer (the "which lever" comparison).
-    pub one_bit_fewer: OneBitFewer,
+    /// The shown group's values ([`QuantFigures::group`]); empty per tensor (the group is the
+    /// whole tensor: [`Lab::shown_group_values`]).
+    group_values: Vec<f32>,
+    /// The shown group's grid.
+    pub group_grid: Vec<f64>,
     /// The figures.
     pub figures: QuantFigures,
 }
 
-/// The RMSE of the chosen tensor quantized with one bit fewer: the cost side of the bits lever.
+/// The quality side of "which lever first", on one measure both levers move: the attention
+/// output's relative error ([`crate::policy::output_error`]), mean over all steps, with V
+/// quantized by section 2's settings and section 3's kept set. Quantizing K would also move
+/// the attention weights; the data's attention is given, not recomputed from K, so the bits
+/// lever is measured by V's share.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum OneBitFewer {
-    /// The bits are at the scheme's minimum: there is no bit to remove.
-    Impossible,
+pub enum LeverErrors {
     /// Not computed yet: an update deferred it ([`Lab::update_deferring`]) while the levers
-    /// were off screen (it costs a second quantization of the tensor);
-    /// [`Lab::complete_with_progress`] computes it.
+    /// were off screen (it costs two quantizations of V and three passes over the kept
+    /// attention); [`Lab::complete_with_progress`] computes it.
     Pending,
-    /// The RMSE.
-    Rmse(f64),
+    /// The errors.
+    Ready {
+        /// At the current bits and `B`.
+        before: f64,
+        /// At one bit fewer; `None` when the bits are at the scheme's minimum.
+        fewer_bits: Option<f64>,
+        /// At `floor(0.9 B)`; `None` when that keeps no fewer tokens.
+        fewer_tokens: Option<f64>,
+    },
+}
+
+/// The settings [`LeverErrors`] depend on (besides the data).
+#[derive(Debug, Clone, PartialEq)]
+struct LeverKey {
+    config: QuantConfig,
+    select: SelectKey,
+}
+
+impl LeverKey {
+    fn of(s: &Settings) -> Self {
+        Self {
+            config: quant_config(s),
+            select: SelectKey::of(s),
+        }
+    }
 }
 
 /// What an update may leave for [`Lab::complete_with_progress`] ([`Lab::update_deferring`]):
@@ -733,8 +798,8 @@ pub struct Defer {
     /// [`Lab::complete_with_progress`] (or an update) computes it. At 64 x 4,096 a bits change
     /// spends about 80 % of its time there.
     pub comparison: bool,
-    /// The bits lever's RMSE at one bit fewer ([`OneBitFewer::Pending`]).
-    pub one_bit_fewer: bool,
+    /// The levers' output errors ([`LeverErrors::Pending`]).
+    pub levers: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -755,8 +820,8 @@ pub struct SelectView {
     pub selection: Selection,
     /// Attention mass retained per step.
     pub mass: Vec<f64>,
-    /// `(kept count, mean mass)` at `B x 0.9` (the "which lever" comparison), if smaller.
-    pub fewer_tokens: Option<(usize, f64)>,
+    /// The kept set at `floor(0.9 B)` (the "which lever" comparison), if smaller.
+    pub fewer_tokens: Option<Vec<usize>>,
     /// The figures.
     pub figures: SelectFigures,
 }
@@ -1047,6 +1112,8 @@ pub struct Lab {
     compare_pending: bool,
     /// KIVI is not computed (staged and not yet completed).
     kivi_pending: bool,
+    /// The levers' output errors, with the settings they were computed for.
+    levers: (LeverKey, LeverErrors),
 }
 
 /// The tensor-sized buffers of a [`QuantView`] (codes, `|x - x_hat|`, per-row errors). The lab
@@ -1109,9 +1176,8 @@ fn next_data_id() -> u64 {
 }
 
 /// Figures already computed on the current data, cleared with it:
-/// * RMSEs by quantization config and tensor. The "one bit fewer" lever of a config is usually
-///   the RMSE of a config the page showed a moment ago (a bits slider moves by one), so it is
-///   looked up here before quantizing again; a few dozen entries at most.
+/// * The exact attention outputs the levers' output errors are measured against
+///   ([`crate::policy::Outputs`]): `O(S T d)`, and no control changes them.
 /// * The channel shown by default for each tensor (the one with the largest `|x|`): finding it
 ///   reads the whole tensor, and it does not depend on any quantization control.
 /// * Each tensor's per-group extremes under the last layout quantized, and its `sum x^2`:
@@ -1119,7 +1185,7 @@ fn next_data_id() -> u64 {
 ///   extremes are shared, not copied, when the memo is cloned for an update).
 #[derive(Debug, Clone, Default)]
 struct DataMemo {
-    rmse: Vec<(QuantConfig, KvPick, f64)>,
+    outputs: Option<Arc<crate::policy::Outputs>>,
     /// Keys, values.
     channel: [Option<usize>; 2],
     /// Keys, values.
@@ -1129,24 +1195,15 @@ struct DataMemo {
 }
 
 impl DataMemo {
-    /// Entries kept (oldest dropped first): every bit width of both schemes and tensors fits.
-    const CAPACITY: usize = 64;
-
-    fn get(&self, config: &QuantConfig, tensor: KvPick) -> Option<f64> {
-        self.rmse
-            .iter()
-            .find(|(c, t, _)| c == config && *t == tensor)
-            .map(|&(_, _, r)| r)
-    }
-
-    fn put(&mut self, config: QuantConfig, tensor: KvPick, rmse: f64) {
-        if self.get(&config, tensor).is_some() {
-            return;
+    /// The exact outputs of `data` (computed on first use).
+    fn outputs(&mut self, data: &Data) -> Result<Arc<crate::policy::Outputs>, LabError> {
+        if let Some(o) = &self.outputs {
+            return Ok(Arc::clone(o));
         }
-        if self.rmse.len() >= Self::CAPACITY {
-            self.rmse.remove(0);
-        }
-        self.rmse.push((config, tensor, rmse));
+        let o = crate::policy::Outputs::new(&data.attention, &data.values).map_err(policy_error)?;
+        let o = Arc::new(o);
+        self.outputs = Some(Arc::clone(&o));
+        Ok(o)
     }
 
     /// The extremes slot of `tensor` (for [`crate::quant::quantize_memo`]).
@@ -1201,7 +1258,6 @@ fn quant_view(
     s: &Settings,
     memo: &mut DataMemo,
     spare: QuantBuffers,
-    defer_lever: bool,
 ) -> Result<QuantView, LabError> {
     let config = quant_config(s);
     let x = match s.tensor {
@@ -1239,14 +1295,35 @@ fn quant_view(
         }
         None => memo.channel(x, s.tensor),
     };
-    let channel_values = x.column(channel).unwrap_or_default();
-    let (mn, mx) = channel_values
+    let layout = quantized.layout();
+    let g0 = layout.group_of(0, channel);
+    let size = layout.group_size();
+    let (group_values, group) = match config.granularity {
+        Granularity::PerChannel => {
+            let to = size.min(x.rows()).saturating_sub(1);
+            let column = x.column(channel).unwrap_or_default();
+            let values = column.get(..=to).map(<[f32]>::to_vec).unwrap_or_default();
+            (values, ("per-channel", channel, 0, to, x.rows()))
+        }
+        Granularity::PerToken => {
+            let from = channel / size.max(1) * size;
+            let to = (from + size).min(x.cols()).saturating_sub(1);
+            let row = x.data().get(from..=to).map(<[f32]>::to_vec).unwrap_or_default();
+            (row, ("per-token", 0, from, to, x.cols()))
+        }
+        Granularity::PerTensor => {
+            // (not copied: the whole tensor is the data's, see `Lab::shown_group_values`)
+            let n = x.data().len();
+            (Vec::new(), ("per-tensor", 0, 0, n.saturating_sub(1), n))
+        }
+    };
+    let whole = matches!(config.granularity, Granularity::PerTensor);
+    let (mn, mx) = (if whole { x.data() } else { &group_values })
         .iter()
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
             (lo.min(v), hi.max(v))
         });
-    let g0 = quantized.layout().group_of(0, channel);
-    let channel_grid: Vec<f64> = quantized.grid(g0).into_iter().map(f64::from).collect();
+    let group_grid: Vec<f64> = quantized.grid(g0).into_iter().map(f64::from).collect();
     let scale = quantized.scales().get(g0).copied().unwrap_or(0.0);
     // The extremes the shown scale was computed from (its group's: the channel's first block
     // per channel, token 0's run holding the channel per token, the whole tensor per tensor).
@@ -1270,9 +1347,19 @@ fn quant_view(
         groups: quantized.scales().len(),
         group_size: quantized.layout().group_size(),
         channel,
-        channel_max_abs: f64::from(mn.abs().max(mx.abs())),
-        channel_min: f64::from(mn),
-        channel_max: f64::from(mx),
+        group: ShownGroup {
+            granularity: group.0,
+            index: group.1,
+            from: group.2,
+            to: group.3,
+            len: group.4,
+            max_error: groups.get(g0).map_or(0.0, |g| f64::from(g.max_abs)),
+            bound: groups.get(g0).map_or(0.0, |g| f64::from(g.bound)),
+            groups_within: groups
+                .iter()
+                .filter(|g| f64::from(g.max_abs) <= g.limit)
+                .count(),
+        },
         group_max_abs: f64::from(group_min.abs().max(group_max.abs())),
         group_min: f64::from(group_min),
         group_max: f64::from(group_max),
@@ -1287,10 +1374,7 @@ fn quant_view(
         meta_bytes,
         fp_bytes: n * 2,
     };
-    memo.put(config, s.tensor, stats.rmse);
-    let one_bit_fewer = one_bit_fewer(data, s, memo, defer_lever)?;
     Ok(QuantView {
-        one_bit_fewer,
         key: QuantKey {
             config,
             tensor: s.tensor,
@@ -1301,45 +1385,62 @@ fn quant_view(
         groups,
         rows,
         abs_err,
-        channel_values,
-        channel_grid,
+        group_values,
+        group_grid,
         figures,
     })
 }
 
-/// The RMSE of `s`'s tensor quantized with one bit fewer than `s` says: remembered in `memo`,
-/// else computed (a second quantization of the tensor) and remembered, unless `defer` asks
-/// to leave it for later ([`OneBitFewer::Pending`]).
-fn one_bit_fewer(
+/// The levers' output errors ([`LeverErrors`]) for `s`, `select` (its kept sets at `B` and
+/// `floor(0.9 B)`) on `data`; `memo` holds the exact outputs and V's extremes.
+fn lever_errors(
     data: &Data,
     s: &Settings,
+    select: &SelectView,
     memo: &mut DataMemo,
-    defer: bool,
-) -> Result<OneBitFewer, LabError> {
+) -> Result<LeverErrors, LabError> {
+    let outputs = memo.outputs(data)?;
     let config = quant_config(s);
-    if config.bits <= *QuantConfig::bits_range(config.scheme).start() {
-        return Ok(OneBitFewer::Impossible);
-    }
-    let cfg = QuantConfig {
-        bits: config.bits - 1,
-        ..config
+    let mut v_hat = |cfg: &QuantConfig| -> Result<Matrix, LabError> {
+        let q = crate::quant::quantize_memo(
+            &data.values,
+            cfg,
+            Vec::new(),
+            memo.extremes(KvPick::V),
+        )?;
+        Ok(q.dequantize())
     };
-    if let Some(rmse) = memo.get(&cfg, s.tensor) {
-        return Ok(OneBitFewer::Rmse(rmse));
-    }
-    if defer {
-        return Ok(OneBitFewer::Pending);
-    }
-    let x = match s.tensor {
-        KvPick::K => &data.keys,
-        KvPick::V => &data.values,
+    let now = v_hat(&config)?;
+    let kept = &select.selection.kept;
+    let error = |v: &Matrix, kept: &[usize]| outputs.mean_error(v, kept).map_err(policy_error);
+    let before = error(&now, kept)?;
+    let fewer_tokens = match &select.fewer_tokens {
+        Some(k) => Some(error(&now, k)?),
+        None => None,
     };
-    let q = crate::quant::quantize_memo(x, &cfg, Vec::new(), memo.extremes(s.tensor))?;
-    // (q is x quantized: the shapes agree.)
-    let rmse =
-        crate::quant::error_stats_memo(x, &q, memo.sig_sq(s.tensor)).map_or(f64::NAN, |st| st.rmse);
-    memo.put(cfg, s.tensor, rmse);
-    Ok(OneBitFewer::Rmse(rmse))
+    let fewer_bits = if config.bits > *QuantConfig::bits_range(config.scheme).start() {
+        let fewer = v_hat(&QuantConfig {
+            bits: config.bits - 1,
+            ..config
+        })?;
+        Some(error(&fewer, kept)?)
+    } else {
+        None
+    };
+    Ok(LeverErrors::Ready {
+        before,
+        fewer_bits,
+        fewer_tokens,
+    })
+}
+
+/// A policy evaluation of the data itself that failed (it cannot on data the lab accepted:
+/// attention and V are finite and share `T`), said as the data's error.
+fn policy_error(e: PolicyError) -> LabError {
+    LabError::Range {
+        field: "file",
+        message: e.to_string(),
+    }
 }
 
 /// `max_t |x[t][c]|` of every column `c`, in one row-major pass (a max is exact, so the order
@@ -1462,7 +1563,7 @@ fn select_view(data: &Data, s: &Settings, cache: &mut SelectCache) -> Result<Sel
             ..s.clone()
         };
         let w = select_view_at(data, &s2, &scores, &row_sums)?;
-        v.fewer_tokens = Some((w.selection.kept.len(), w.figures.mass_mean));
+        v.fewer_tokens = Some(w.selection.kept);
     }
     Ok(v)
 }
@@ -1666,61 +1767,57 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
 fn together(
     data: &Data,
     s: &Settings,
-    fewer: OneBitFewer,
-    quant: &QuantView,
+    errors: LeverErrors,
     select: &SelectView,
     budget: &BudgetFigures,
 ) -> Result<TogetherFigures, LabError> {
-    let kept = select.selection.kept.len();
     let before = budget.data.m_final;
-    let rmse = quant.figures.stats.rmse;
-    let unchanged = |possible, pending| Lever {
-        lever: "bits-1",
-        bytes_before: before,
-        bytes_after: before,
-        quality_before: rmse,
-        quality_after: rmse,
-        possible,
-        pending,
+    let (error_before, after_bits, after_tokens, pending) = match errors {
+        LeverErrors::Ready {
+            before,
+            fewer_bits,
+            fewer_tokens,
+        } => (before, fewer_bits, fewer_tokens, false),
+        LeverErrors::Pending => (0.0, None, None, true),
     };
-    let fewer_bits = match fewer {
-        OneBitFewer::Rmse(after) => Lever {
-            lever: "bits-1",
+    let possible_bits = s.bits > *QuantConfig::bits_range(quant_config(s).scheme).start();
+    let lever = |tag, possible, after: Option<(u64, f64)>| {
+        let (bytes_after, quality_after) = after.unwrap_or((before, error_before));
+        let saved = before.saturating_sub(bytes_after);
+        let cost_per_kib = (after.is_some() && saved > 0)
+            .then(|| (quality_after - error_before) / (saved as f64 / 1024.0));
+        Lever {
+            lever: tag,
             bytes_before: before,
-            bytes_after: data_breakdown(data, s, kept, s.bits - 1)?.m_final,
-            quality_before: rmse,
-            quality_after: after,
-            possible: true,
-            pending: false,
-        },
-        OneBitFewer::Pending => unchanged(true, true),
-        OneBitFewer::Impossible => unchanged(false, false),
+            bytes_after,
+            quality_before: error_before,
+            quality_after,
+            possible,
+            pending,
+            cost_per_kib,
+        }
     };
-    let mass = select.figures.mass_mean;
-    let fewer_tokens = match select.fewer_tokens {
-        Some((kept_after, mass_after)) => Lever {
-            lever: "tokens-10pct",
-            bytes_before: before,
-            bytes_after: data_breakdown(data, s, kept_after, s.bits)?.m_final,
-            quality_before: mass,
-            quality_after: mass_after,
-            possible: true,
-            pending: false,
-        },
-        None => Lever {
-            lever: "tokens-10pct",
-            bytes_before: before,
-            bytes_after: before,
-            quality_before: mass,
-            quality_after: mass,
-            possible: false,
-            pending: false,
-        },
+    let kept = select.selection.kept.len();
+    let bits_after = match after_bits {
+        Some(e) => Some((data_breakdown(data, s, kept, s.bits - 1)?.m_final, e)),
+        None => None,
+    };
+    let tokens_after = match (after_tokens, &select.fewer_tokens) {
+        (Some(e), Some(k)) => Some((data_breakdown(data, s, k.len(), s.bits)?.m_final, e)),
+        _ => None,
+    };
+    let fewer_bits = lever("bits-1", possible_bits, bits_after);
+    let fewer_tokens = lever("tokens-10pct", select.fewer_tokens.is_some(), tokens_after);
+    let verdict = match (fewer_bits.cost_per_kib, fewer_tokens.cost_per_kib) {
+        (Some(b), Some(t)) if b <= t => Some(LeverChoice::Bits),
+        (Some(_), Some(_)) => Some(LeverChoice::Tokens),
+        _ => None,
     };
     Ok(TogetherFigures {
         r_overall: budget.data.r_overall,
         fewer_bits,
         fewer_tokens,
+        verdict,
     })
 }
 
@@ -1809,7 +1906,7 @@ impl Lab {
     pub fn is_pending(&self) -> bool {
         self.compare_pending
             || self.kivi_pending
-            || self.quant.one_bit_fewer == OneBitFewer::Pending
+            || self.levers.1 == LeverErrors::Pending
     }
 
     /// Computes what a staged lab or a deferring update left out (the comparison, KIVI),
@@ -1833,27 +1930,20 @@ impl Lab {
     ) -> Result<Lab, LabError> {
         progress(Stage::Quantization);
         let mut data_memo = DataMemo::default();
-        // (A staged lab leaves the levers' second quantization for `complete` too.)
-        let quant = quant_view(
-            &data,
-            &settings,
-            &mut data_memo,
-            QuantBuffers::default(),
-            staged,
-        )?;
+        let quant = quant_view(&data, &settings, &mut data_memo, QuantBuffers::default())?;
         progress(Stage::Selection);
         let mut select_cache = SelectCache::default();
         let select = select_view(&data, &settings, &mut select_cache)?;
         progress(Stage::Budget);
         let budget = budget_figures(&data, &settings, select.selection.kept.len())?;
-        let together = together(
-            &data,
-            &settings,
-            quant.one_bit_fewer,
-            &quant,
-            &select,
-            &budget,
-        )?;
+        // (A staged lab leaves the levers' errors for `complete` too.)
+        let lever_errors = if staged {
+            LeverErrors::Pending
+        } else {
+            lever_errors(&data, &settings, &select, &mut data_memo)?
+        };
+        let together = together(&data, &settings, lever_errors, &select, &budget)?;
+        let lever_key = LeverKey::of(&settings);
         let mut compare_cache = CompareCache::default();
         let kivi_cfg = kivi_config(&settings, &data);
         let (compare, kivi) = if staged {
@@ -1904,6 +1994,7 @@ impl Lab {
             data_id: next_data_id(),
             compare_pending: staged,
             kivi_pending: staged,
+            levers: (lever_key, lever_errors),
         })
     }
 
@@ -1976,13 +2067,7 @@ impl Lab {
                     progress(Stage::Quantization);
                     // On an error the buffers are dropped with it; the next change allocates
                     // anew.
-                    Some(quant_view(
-                        data,
-                        s,
-                        &mut data_memo,
-                        spare,
-                        defer.one_bit_fewer,
-                    )?)
+                    Some(quant_view(data, s, &mut data_memo, spare)?)
                 }
             }
         } else {
@@ -2000,16 +2085,23 @@ impl Lab {
             None
         };
         let quant = new_quant.as_ref().unwrap_or(&self.quant);
-        // The lever's RMSE an earlier update deferred: computed now, unless this one defers it.
-        let fewer = match quant.one_bit_fewer {
-            OneBitFewer::Pending if !defer.one_bit_fewer => {
-                one_bit_fewer(data, s, &mut data_memo, false)?
-            }
-            f => f,
-        };
         let select = new_select.as_ref().unwrap_or(&self.select);
+        // The levers' errors when stale or pending: computed now, unless this update defers them.
+        let lever_key = LeverKey::of(s);
+        let lever_errors = if regenerate
+            || lever_key != self.levers.0
+            || self.levers.1 == LeverErrors::Pending
+        {
+            if defer.levers {
+                LeverErrors::Pending
+            } else {
+                lever_errors(data, s, select, &mut data_memo)?
+            }
+        } else {
+            self.levers.1
+        };
         let budget = budget_figures(data, s, select.selection.kept.len())?;
-        let together = together(data, s, fewer, quant, select, &budget)?;
+        let together = together(data, s, lever_errors, select, &budget)?;
         let mut compare_cache = if regenerate {
             CompareCache::default()
         } else {
@@ -2071,7 +2163,7 @@ impl Lab {
                 Previous::default()
             };
         }
-        self.quant.one_bit_fewer = fewer;
+        self.levers = (lever_key, lever_errors);
         if let Some(v) = new_select {
             self.select = v;
         }
@@ -2098,6 +2190,18 @@ impl Lab {
     /// regeneration), and never repeats, so views derived from the data alone can be cached by it.
     pub fn data_id(&self) -> u64 {
         self.data_id
+    }
+
+    /// The values of the group section 2 shows ([`QuantFigures::group`]): a run of the shown
+    /// channel, of token 0, or the whole tensor.
+    pub fn shown_group_values(&self) -> &[f32] {
+        match self.quant.key.config.granularity {
+            Granularity::PerTensor => match self.quant.key.tensor {
+                KvPick::K => self.data.keys.data(),
+                KvPick::V => self.data.values.data(),
+            },
+            _ => &self.quant.group_values,
+        }
     }
 
     /// The current figures.
@@ -2782,7 +2886,7 @@ mod tests {
     /// The comparison deferred, as the page does while its section is off screen.
     const COMPARISON: Defer = Defer {
         comparison: true,
-        one_bit_fewer: false,
+        levers: false,
     };
 
     fn small() -> Settings {
@@ -2834,10 +2938,20 @@ mod tests {
                         q.scale
                     );
                     assert!(q.group_min <= q.group_max, "{what}");
-                    if granularity == Granularity::PerChannel && group == 0 {
-                        // (the whole channel is the group)
-                        assert_eq!((q.group_min, q.group_max), (q.channel_min, q.channel_max));
-                    }
+                    // The histogram's values are the group's: their extremes are the formula's,
+                    // and the grid drawn over them is theirs, so none runs past it by more than
+                    // half a step (token 0's grid was drawn over the whole channel's values).
+                    let values = lab.shown_group_values();
+                    let lo = values.iter().copied().fold(f32::INFINITY, f32::min);
+                    let hi = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    assert_eq!((q.group_min, q.group_max), (f64::from(lo), f64::from(hi)), "{what}");
+                    let grid = &lab.quant().group_grid;
+                    let (g_lo, g_hi) = (grid[0], grid[grid.len() - 1]);
+                    let half = q.scale / 2.0 * (1.0 + 1e-6);
+                    assert!(f64::from(lo) >= g_lo - half && f64::from(hi) <= g_hi + half, "{what}");
+                    let g = &q.group;
+                    assert_eq!(values.len(), g.to - g.from + 1, "{what}");
+                    assert!(g.max_error <= g.bound * (1.0 + 1e-6) && g.groups_within == q.groups);
                     if granularity == Granularity::PerTensor {
                         let x = lab.data().keys.data();
                         let lo = x.iter().copied().fold(f32::INFINITY, f32::min);
@@ -3097,18 +3211,15 @@ mod tests {
             );
             assert!(lab.is_pending() && lab.figures().pending);
             let fresh = Lab::new(s.clone()).unwrap();
-            // The first screen's sections are already final; of the levers (section 4), the
-            // bits lever's second quantization is left for `complete` too.
+            // The first screen's sections are already final; the levers' errors (section 4)
+            // are left for `complete` too.
             let (f, g) = (lab.figures(), fresh.figures());
             assert_eq!(
                 (&f.data, &f.quant, &f.select, &f.budget),
                 (&g.data, &g.quant, &g.select, &g.budget)
             );
-            assert_eq!(
-                (f.together.r_overall, &f.together.fewer_tokens),
-                (g.together.r_overall, &g.together.fewer_tokens)
-            );
-            assert!(f.together.fewer_bits.pending);
+            assert_eq!(f.together.r_overall, g.together.r_overall);
+            assert!(f.together.fewer_bits.pending && f.together.fewer_tokens.pending);
             assert!(f.compare.rows.is_empty() && lab.compare().curves.is_empty());
             let mut rest = Vec::new();
             lab.complete_with_progress(&mut |st| rest.push(st))
@@ -3125,63 +3236,70 @@ mod tests {
     }
 
     #[test]
-    fn a_deferred_bits_lever_is_computed_by_complete_and_equals_an_update() {
+    fn deferred_levers_are_computed_by_complete_and_equal_an_update() {
         let base = small(); // 4 bits
-        let lever = |lab: &Lab| lab.figures().together.fewer_bits.clone();
-        let only_lever = Defer {
+        let levers = |lab: &Lab| {
+            let t = &lab.figures().together;
+            (t.fewer_bits.clone(), t.fewer_tokens.clone())
+        };
+        let only_levers = Defer {
             comparison: false,
-            one_bit_fewer: true,
+            levers: true,
         };
-        // 4 -> 3: the lever needs the RMSE at 2 bits, not known yet: left pending.
+        // 4 -> 3, and a B change: the levers' errors are left pending, both rows together.
+        for down in [
+            Settings {
+                bits: 3,
+                ..base.clone()
+            },
+            Settings {
+                budget: 12,
+                ..base.clone()
+            },
+        ] {
+            let mut lab = Lab::new(base.clone()).unwrap();
+            lab.update_deferring(&down, &mut |_| {}, only_levers)
+                .unwrap();
+            let (b, t) = levers(&lab);
+            assert!(b.pending && t.pending && lab.is_pending(), "{b:?} {t:?}");
+            assert!(b.possible && t.possible && b.cost_per_kib.is_none());
+            assert_eq!(lab.figures().together.verdict, None);
+            // Everything else is final.
+            let direct = Lab::new(down.clone()).unwrap();
+            let (f, g) = (lab.figures(), direct.figures());
+            assert_eq!(
+                (&f.quant, &f.select, &f.budget),
+                (&g.quant, &g.select, &g.budget)
+            );
+            // Completing computes them: the same figures as a fresh lab's.
+            let mut seen = Vec::new();
+            lab.complete_with_progress(&mut |st| seen.push(st)).unwrap();
+            assert!(!lab.is_pending() && !levers(&lab).0.pending);
+            assert_eq!(lab.figures(), direct.figures());
+            assert_eq!(seen, Vec::<Stage>::new(), "no stage recomputed");
+            // A later update that does not defer computes them too.
+            let mut lab = Lab::new(base.clone()).unwrap();
+            lab.update_deferring(&down, &mut |_| {}, only_levers)
+                .unwrap();
+            let model = Settings {
+                model: "qwen2.5-7b".into(),
+                ..down.clone()
+            };
+            lab.update(&model).unwrap();
+            assert_eq!(lab.figures(), Lab::new(model).unwrap().figures());
+        }
+        // A change they do not depend on (the model) leaves them as they are: nothing pending.
         let mut lab = Lab::new(base.clone()).unwrap();
-        let down = Settings {
-            bits: 3,
-            ..base.clone()
-        };
-        lab.update_deferring(&down, &mut |_| {}, only_lever)
-            .unwrap();
-        let l = lever(&lab);
-        assert!(l.pending && l.possible && lab.is_pending(), "{l:?}");
-        assert_eq!(
-            (l.bytes_after, l.quality_after),
-            (l.bytes_before, l.quality_before)
-        );
-        // Everything else is final.
-        let direct = Lab::new(down.clone()).unwrap();
-        let (f, g) = (lab.figures(), direct.figures());
-        assert_eq!(
-            (&f.quant, &f.select, &f.budget),
-            (&g.quant, &g.select, &g.budget)
-        );
-        assert_eq!(f.together.fewer_tokens, g.together.fewer_tokens);
-        // Completing computes it: the same figures as a fresh lab's.
-        let mut seen = Vec::new();
-        lab.complete_with_progress(&mut |st| seen.push(st)).unwrap();
-        assert!(!lab.is_pending() && !lever(&lab).pending);
-        assert_eq!(lab.figures(), direct.figures());
-        assert_eq!(seen, Vec::<Stage>::new(), "no stage recomputed");
-        // A later update that does not defer computes it too.
-        let mut lab = Lab::new(base.clone()).unwrap();
-        lab.update_deferring(&down, &mut |_| {}, only_lever)
-            .unwrap();
         let model = Settings {
             model: "qwen2.5-7b".into(),
-            ..down.clone()
-        };
-        lab.update(&model).unwrap();
-        assert_eq!(lab.figures(), Lab::new(model).unwrap().figures());
-        // 4 -> 5: the RMSE at 4 bits is the view's own, remembered: nothing to defer.
-        let mut lab = Lab::new(base.clone()).unwrap();
-        let up = Settings {
-            bits: 5,
             ..base.clone()
         };
-        lab.update_deferring(&up, &mut |_| {}, only_lever).unwrap();
-        assert!(!lever(&lab).pending && !lab.is_pending());
-        assert_eq!(lab.figures(), Lab::new(up).unwrap().figures());
-        // A staged lab leaves it for `complete` with the comparison.
+        lab.update_deferring(&model, &mut |_| {}, only_levers)
+            .unwrap();
+        assert!(!levers(&lab).0.pending && !lab.is_pending());
+        // A staged lab leaves them for `complete` with the comparison.
         let mut staged = Lab::new_staged_with_progress(base.clone(), &mut |_| {}).unwrap();
-        assert!(lever(&staged).pending);
+        assert!(levers(&staged).0.pending);
         staged.complete_with_progress(&mut |_| {}).unwrap();
         assert_eq!(staged.figures(), Lab::new(base).unwrap().figures());
     }
@@ -3331,6 +3449,54 @@ mod tests {
     }
 
     #[test]
+    fn both_levers_are_measured_by_the_attention_output_error() {
+        let s = small();
+        let lab = Lab::new(s.clone()).unwrap();
+        let (a, v) = (&lab.data().attention, &lab.data().values);
+        // The reference: policy::output_error's mean, with V quantized as section 2 says.
+        let mean = |bits: u8, kept: &[usize]| {
+            let cfg = QuantConfig {
+                bits,
+                ..quant_config(&s)
+            };
+            let hat = crate::quant::quantize(v, &cfg).unwrap().dequantize();
+            let e = crate::policy::output_error(a, v, Some(&hat), kept).unwrap();
+            e.iter().sum::<f64>() / e.len() as f64
+        };
+        let kept = lab.select().selection.kept.clone();
+        let fewer = Lab::new(Settings {
+            budget: 14, // floor(0.9 x 16)
+            ..s.clone()
+        })
+        .unwrap()
+        .select()
+        .selection
+        .kept
+        .clone();
+        let t = &lab.figures().together;
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * y.abs().max(1.0);
+        for (l, after) in [(&t.fewer_bits, mean(3, &kept)), (&t.fewer_tokens, mean(4, &fewer))] {
+            assert!(close(l.quality_before, mean(4, &kept)), "{l:?}");
+            assert!(close(l.quality_after, after), "{l:?} vs {after}");
+            let saved = (l.bytes_before - l.bytes_after) as f64 / 1024.0;
+            let per = (l.quality_after - l.quality_before) / saved;
+            assert!(close(l.cost_per_kib.unwrap(), per));
+        }
+        let (b, k) = (t.fewer_bits.cost_per_kib, t.fewer_tokens.cost_per_kib);
+        let cheaper = if b <= k {
+            LeverChoice::Bits
+        } else {
+            LeverChoice::Tokens
+        };
+        assert_eq!(t.verdict, Some(cheaper));
+        // At the scheme's fewest bits there is no bit lever, and no verdict.
+        let two = Lab::new(Settings { bits: 2, ..s }).unwrap();
+        let t = &two.figures().together;
+        assert!(!t.fewer_bits.possible && t.fewer_bits.cost_per_kib.is_none());
+        assert_eq!(t.verdict, None);
+    }
+
+    #[test]
     fn fewer_bits_raise_error_and_ratio() {
         let mut lab = Lab::new(Settings { bits: 8, ..small() }).unwrap();
         let e8 = lab.figures().quant.stats.max_abs;
@@ -3383,7 +3549,11 @@ mod tests {
         let f = lab.figures();
         assert!(f.together.fewer_bits.bytes_after < f.together.fewer_bits.bytes_before);
         assert!(f.together.fewer_tokens.bytes_after < f.together.fewer_tokens.bytes_before);
-        assert!(f.together.fewer_tokens.quality_after <= f.together.fewer_tokens.quality_before);
+        // Fewer tokens and fewer bits both raise the one error they are measured by.
+        for l in [&f.together.fewer_bits, &f.together.fewer_tokens] {
+            assert!(l.quality_after > l.quality_before && l.quality_before > 0.0, "{l:?}");
+            assert!(l.cost_per_kib.is_some_and(|c| c > 0.0), "{l:?}");
+        }
         assert_eq!(f.budget.data.t_kept, 16);
         assert!(f.budget.extrapolated.m_final < f.budget.extrapolated.m_fp);
         assert_eq!(f.budget.model_name, "Llama-3-8B");

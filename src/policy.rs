@@ -774,14 +774,19 @@ fn accumulate(
         }
     }
     for &i in blocks.remainder() {
-        let (c, v) = (col(i), val(i));
-        for ((&w, acc), mt) in c.iter().zip(num.chunks_exact_mut(d)).zip(m.iter_mut()) {
-            if w != 0.0 {
-                let w = f64::from(w);
-                *mt += w;
-                for (a, &x) in acc.iter_mut().zip(v) {
-                    *a += w * x;
-                }
+        add_token(col(i), val(i), d, num, m);
+    }
+}
+
+/// Adds one token's `a[t][i] v_i` to `num[t]` and `a[t][i]` to `m[t]` for every row `t`
+/// (`col`: its weight in each row; `v`: its value vector).
+fn add_token(col: &[f32], v: &[f64], d: usize, num: &mut [f64], m: &mut [f64]) {
+    for ((&w, acc), mt) in col.iter().zip(num.chunks_exact_mut(d)).zip(m.iter_mut()) {
+        if w != 0.0 {
+            let w = f64::from(w);
+            *mt += w;
+            for (a, &x) in acc.iter_mut().zip(v) {
+                *a += w * x;
             }
         }
     }
@@ -933,6 +938,67 @@ impl Evaluator {
             kept.len(),
             self.total(),
         ))
+    }
+}
+
+/// The exact attention output `o_t` of every step, computed once (`O(S T d)`) so that the
+/// output error of many kept sets and de-quantized values can be measured against it, each in
+/// `O(S |kept| d)`: "which lever first" measures both levers by it (one bit fewer changes
+/// `v_hat`, fewer tokens change `kept`).
+#[derive(Debug)]
+pub struct Outputs {
+    /// Built without de-quantized values; their slot is emptied (they come with each call).
+    ev: Evaluator,
+}
+
+impl Outputs {
+    /// The outputs of every row of `attention` (`S x T`) with `values` (`T x d`), both finite.
+    pub fn new(attention: &Matrix, values: &Matrix) -> Result<Self, PolicyError> {
+        let mut ev = Evaluator::new(attention, Some(values), None, attention.rows())?;
+        // (the exact values as f64 are not needed again: at 32,768 x 128 they are 32 MiB)
+        if let Some(ctx) = ev.values.as_mut() {
+            ctx.hat = Vec::new();
+        }
+        Ok(Self { ev })
+    }
+
+    /// The mean over steps of [`output_error`] for `kept` with de-quantized values
+    /// `values_hat` (`T x d`, finite): the same figure, up to `f64` summation order.
+    ///
+    /// ```
+    /// use kvlab::{Matrix, policy::Outputs};
+    /// let a = Matrix::new(1, 3, vec![0.5, 0.25, 0.25]).unwrap();
+    /// let v = Matrix::new(3, 1, vec![2.0, 4.0, 0.0]).unwrap();
+    /// let out = Outputs::new(&a, &v).unwrap();
+    /// assert!((out.mean_error(&v, &[0, 1]).unwrap() - 1.0 / 3.0).abs() < 1e-12);
+    /// ```
+    pub fn mean_error(&self, values_hat: &Matrix, kept: &[usize]) -> Result<f64, PolicyError> {
+        let Some(ctx) = self.ev.values.as_ref() else {
+            return Ok(0.0);
+        };
+        let total = self.ev.total();
+        if values_hat.rows() != total || values_hat.cols() != ctx.d {
+            return Err(PolicyError::ValuesHatShape {
+                rows: values_hat.rows(),
+                cols: values_hat.cols(),
+                expected_rows: total,
+                expected_cols: ctx.d,
+            });
+        }
+        check_finite_values(values_hat, "de-quantized values")?;
+        let kept = distinct_kept(kept, total)?;
+        let rows = self.ev.eval.rows();
+        let (mut num, mut m) = (vec![0f64; rows * ctx.d], vec![0f64; rows]);
+        let mut v = vec![0f64; ctx.d];
+        for &i in &kept {
+            for (x, &y) in v.iter_mut().zip(chunk(values_hat.data(), i, ctx.d)) {
+                *x = f64::from(y);
+            }
+            let col = chunk(&self.ev.eval_t, i, rows);
+            add_token(col, &v, ctx.d, &mut num, &mut m);
+        }
+        let e = Evaluator::errors_from(ctx, &num, &m);
+        Ok(e.iter().sum::<f64>() / e.len().max(1) as f64)
     }
 }
 

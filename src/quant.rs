@@ -1307,21 +1307,6 @@ fn try_error_stats_view(
     Ok(pass.stats(x, q, source_bytes, meta))
 }
 
-/// [`error_stats`] with `sig_sq` holding `sum x^2` of `x` ([`Lanes`] order), or `None`: then
-/// it is computed and stored there, as in [`analyze_memo`]. The caller keeps one slot per
-/// tensor and only ever passes the same `x` with it.
-pub(crate) fn error_stats_memo(
-    x: &Matrix,
-    q: &Quantized,
-    sig_sq: &mut Option<f64>,
-) -> Result<ErrorStats, ShapeMismatch> {
-    let x = View::head(x, x.rows());
-    check_shape(x, q)?;
-    let pass = error_pass::<false>(x, q, &mut Vec::new(), &mut Vec::new(), *sig_sq);
-    *sig_sq = Some(pass.sig_sq);
-    Ok(pass.stats(x, q, 2, MetaDtype::F16))
-}
-
 /// Sums of `f64` terms over the elements of a tensor in a fixed order that depends only on the
 /// shape, not on the target or its SIMD width (so native, wasm32 and wasm32 + simd128 give
 /// the same bits): element `(r, c)` goes to lane `c % 8`; each lane adds its elements in
@@ -2237,20 +2222,5 @@ mod tests {
             .unwrap()
             .stats;
         assert!((stats.snr_db - fresh.snr_db - 10.0).abs() < 1e-9);
-        // The statistics alone share the slot: the same figures as `error_stats`, and the slot
-        // filled, from empty or kept.
-        for start in [None, sig_sq] {
-            let mut slot = start;
-            let stats = error_stats_memo(&x, &q, &mut slot).unwrap();
-            assert_eq!(stats, error_stats(&x, &q));
-            assert_eq!(slot, sig_sq);
-        }
-        let mut held = sig_sq.map(|v| v * 10.0);
-        let stats = error_stats_memo(&x, &q, &mut held).unwrap();
-        assert_eq!(stats.rmse, fresh.rmse);
-        assert!((stats.snr_db - fresh.snr_db - 10.0).abs() < 1e-9);
-        // A tensor of another shape is refused, not misread.
-        let other = m(13, 19, &data);
-        assert!(error_stats_memo(&other, &q, &mut None).is_err());
     }
 }

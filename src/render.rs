@@ -205,7 +205,24 @@ pub fn histogram(values: &[f32], bins: usize) -> ((f64, f64), Vec<u32>) {
     ((lo, hi), counts)
 }
 
-/// Section 2: a channel's histogram with the quantization grid over it.
+/// The shown group in words ("channel 39, tokens 0–31", "token 0", "the whole tensor"), from
+/// the `chart.group.*` templates the page's formulas use too.
+pub fn group_name(g: &crate::lab::ShownGroup, l: &Labels) -> String {
+    let whole = g.from == 0 && g.to + 1 >= g.len;
+    let key = match (g.granularity, whole) {
+        ("per-channel", true) => "chart.group.channel",
+        ("per-channel", false) => "chart.group.channel-run",
+        ("per-token", true) => "chart.group.token",
+        ("per-token", false) => "chart.group.token-run",
+        _ => "chart.group.tensor",
+    };
+    l.get(key)
+        .replace("{index}", &g.index.to_string())
+        .replace("{from}", &g.from.to_string())
+        .replace("{to}", &g.to.to_string())
+}
+
+/// Section 2: the shown group's histogram with its quantization grid over it.
 pub fn quant_histogram<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     lab: &Lab,
@@ -214,11 +231,12 @@ pub fn quant_histogram<DB: DrawingBackend>(
 ) -> Result<PixelRect, ChartError> {
     let q = lab.quant();
     let f = &q.figures;
-    let bins = (q.channel_values.len() / 4).clamp(8, 80);
-    let ((lo, hi), counts) = histogram(&q.channel_values, bins);
+    let values = lab.shown_group_values();
+    let bins = (values.len() / 4).clamp(8, 80);
+    let ((lo, hi), counts) = histogram(values, bins);
     let title = l
         .get("chart.hist.title")
-        .replace("{channel}", &f.channel.to_string());
+        .replace("{group}", &group_name(&f.group, l));
     chart::quant_histogram(
         root,
         &QuantHistogramView {
@@ -227,9 +245,9 @@ pub fn quant_histogram<DB: DrawingBackend>(
             y_label: l.get("chart.hist.y"),
             bin_range: (lo, hi),
             counts: &counts,
-            grid: &q.channel_grid,
-            min: f.channel_min,
-            max: f.channel_max,
+            grid: &q.group_grid,
+            min: f.group_min,
+            max: f.group_max,
             counts_label: l.get("chart.hist.counts"),
             grid_label: l.get("chart.hist.grid"),
             min_label: l.get("chart.hist.min"),
@@ -983,6 +1001,40 @@ mod tests {
     }
 
     #[test]
+    fn the_histogram_and_formulas_name_the_group_they_show() {
+        let mut l = Labels::default();
+        for (k, v) in [
+            ("chart.group.channel", "channel {index}"),
+            ("chart.group.channel-run", "channel {index}, tokens {from}-{to}"),
+            ("chart.group.token", "token {index}"),
+            ("chart.group.token-run", "token {index}, channels {from}-{to}"),
+            ("chart.group.tensor", "the whole tensor"),
+        ] {
+            l.0.insert(k.into(), v.into());
+        }
+        let named = |granularity, group: usize, channel| {
+            let lab = Lab::new(Settings {
+                tokens: 64,
+                channels: 8,
+                budget: 16,
+                granularity,
+                group,
+                channel: Some(channel),
+                ..Settings::default()
+            })
+            .unwrap();
+            let q = &lab.figures().quant;
+            (group_name(&q.group, &l), lab.shown_group_values().len())
+        };
+        use crate::quant::Granularity::*;
+        assert_eq!(named(PerChannel, 0, 5), ("channel 5".into(), 64));
+        assert_eq!(named(PerChannel, 16, 5), ("channel 5, tokens 0-15".into(), 16));
+        assert_eq!(named(PerToken, 0, 5), ("token 0".into(), 8));
+        assert_eq!(named(PerToken, 4, 5), ("token 0, channels 4-7".into(), 4));
+        assert_eq!(named(PerTensor, 0, 5), ("the whole tensor".into(), 64 * 8));
+    }
+
+    #[test]
     fn every_chart_renders_to_svg() {
         let lab = Lab::new(Settings {
             tokens: 64,
@@ -996,14 +1048,15 @@ mod tests {
         })
         .unwrap();
         let mut l = Labels::default();
-        l.0.insert("chart.hist.title".into(), "Channel {channel}".into());
+        l.0.insert("chart.hist.title".into(), "Values of {group}".into());
+        l.0.insert("chart.group.channel".into(), "channel {index}".into());
         let style = ChartStyle::light();
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (400, 200)).into_drawing_area();
             quant_histogram(&root, &lab, &l, &style).unwrap();
         }
-        assert!(svg.contains(&format!("Channel {}", lab.figures().quant.channel)));
+        assert!(svg.contains(&format!("Values of channel {}", lab.figures().quant.channel)));
         fn svg_of(f: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>)) -> String {
             let mut svg = String::new();
             {

@@ -41,6 +41,32 @@ const name = (s) => el('mi', s); // multi-letter identifiers render upright
 /** Tokens `a` to `b` (counted from 1, as the note does) as a set; null when empty. */
 const span = (a, b) => (a > b ? null : row(mo('{'), mn(a), ...(a < b ? [mo('…'), mn(b)] : []), mo('}')));
 
+/**
+ * Section 2's shown group: the note writes `scale_j` for channel j; a token's group is
+ * `scale_t`, the whole tensor's plain `scale`. Symbols with that index, and the group's name
+ * ("token 0, channels 0–31") from the same templates the histogram's title uses.
+ */
+function shownGroup(q, tr) {
+  const g = q.group;
+  const whole = g.from === 0 && g.to + 1 >= g.len;
+  const kind = { 'per-channel': 'channel', 'per-token': 'token' }[g.granularity];
+  const key = kind ? `chart.group.${kind}${whole ? '' : '-run'}` : 'chart.group.tensor';
+  const i = kind === 'channel' ? 'j' : kind === 'token' ? 't' : null;
+  const indexed = (sym, upper) => {
+    if (upper) return i ? subsup(sym, mi(i), upper) : sup(sym, upper);
+    return i ? sub(sym, mi(i)) : sym;
+  };
+  return {
+    i,
+    name: fill(tr(key), { index: g.index, from: g.from, to: g.to }),
+    scale: () => indexed(mi('scale')),
+    zp: () => indexed(mi('zero_point')),
+    x: (upper) => indexed(mi('x'), upper),
+    xHat: () => indexed(hat('x')),
+    q: () => indexed(mi('q')),
+  };
+}
+
 /** A number, a negative one with the minus sign (−), not a hyphen. */
 const signed = (v) => mn(v < 0 ? `−${num(-v)}` : num(v));
 
@@ -101,24 +127,26 @@ export const FORMULAS = {
   },
   'f-scale': (f, s, tr) => {
     const q = f.quant;
+    const g = shownGroup(q, tr);
+    const label = [gap(), mtext(`(${g.name})`)];
     // (a group whose values are all equal, e.g. of one value, is stored exactly: scale = |x|)
     if (q.groupMin === q.groupMax) {
-      return math(sub(mi('scale'), mi('j')), eq(), abs(sub('x', 'j')), eq(), mn(num(q.scale)),
-        gap(), mtext(`(${tr('formula.constant-group')})`));
+      return math(g.scale(), eq(), abs(g.x()), eq(), mn(num(q.scale)),
+        gap(), mtext(`(${g.name}: ${tr('formula.constant-group')})`));
     }
     if (s.scheme === 'symmetric') {
       return math(
-        sub(mi('scale'), mi('j')), eq(),
-        frac(row(mo('max'), abs(sub('x', 'j'))), row(sup(mn(2), row(mi('b'), mo('−'), mn(1))), mo('−'), mn(1))),
-        eq(), frac(mn(num(q.groupMaxAbs)), mn(q.qmax)), eq(), mn(num(q.scale)),
+        g.scale(), eq(),
+        frac(row(mo('max'), abs(g.x())), row(sup(mn(2), row(mi('b'), mo('−'), mn(1))), mo('−'), mn(1))),
+        eq(), frac(mn(num(q.groupMaxAbs)), mn(q.qmax)), eq(), mn(num(q.scale)), ...label,
       );
     }
     return math(
-      sub(mi('scale'), mi('j')), eq(),
-      frac(row(subsup(mi('x'), mi('j'), mi('max')), mo('−'), subsup(mi('x'), mi('j'), mi('min'))),
+      g.scale(), eq(),
+      frac(row(g.x(mi('max')), mo('−'), g.x(mi('min'))),
         row(sup(mn(2), mi('b')), mo('−'), mn(1))),
       eq(), frac(row(signed(q.groupMax), mo('−'), q.groupMin < 0 ? row(mo('('), signed(q.groupMin), mo(')')) : signed(q.groupMin)), mn(q.qmax)),
-      eq(), mn(num(q.scale)),
+      eq(), mn(num(q.scale)), ...label,
     );
   },
   'f-zero': (f, s, tr) => {
@@ -126,33 +154,45 @@ export const FORMULAS = {
     if (s.scheme === 'symmetric') {
       return math(mtext(tr('formula.no-zero-point')));
     }
+    const g = shownGroup(q, tr);
     return math(
-      sub(mi('zero_point'), mi('j')), eq(), mi('round'), row(mo('('), mo('−'),
-        frac(subsup(mi('x'), mi('j'), mi('min')), sub(mi('scale'), mi('j'))), mo(')')),
-      eq(), mn(q.zeroPoint ?? 0),
+      g.zp(), eq(), mi('round'), row(mo('('), mo('−'),
+        frac(g.x(mi('min')), g.scale()), mo(')')),
+      eq(), mn(q.zeroPoint ?? 0), gap(), mtext(`(${g.name})`),
     );
   },
   'f-q': (f, s, tr) => {
+    const g = shownGroup(f.quant, tr);
     const inner = s.scheme === 'symmetric'
-      ? frac(sub('x', 'j'), sub(mi('scale'), mi('j')))
-      : row(frac(sub('x', 'j'), sub(mi('scale'), mi('j'))), mo('+'), sub(mi('zero_point'), mi('j')));
+      ? frac(g.x(), g.scale())
+      : row(frac(g.x(), g.scale()), mo('+'), g.zp());
     const range = s.scheme === 'symmetric'
       ? row(mo('−'), mn(f.quant.qmax), mo('…'), mn(f.quant.qmax))
       : row(mn(0), mo('…'), mn(f.quant.qmax));
-    return math(sub('q', 'j'), eq(), mi('round'), row(mo('('), inner, mo(')')), mo('∈'), row(mo('['), range, mo(']')),
-      mo(','), gap(2), sub(hat('x'), mi('j')), eq(), sub(mi('scale'), mi('j')), mo('·'),
-      s.scheme === 'symmetric' ? sub('q', 'j') : row(mo('('), sub('q', 'j'), mo('−'), sub(mi('zero_point'), mi('j')), mo(')')));
+    return math(g.q(), eq(), mi('round'), row(mo('('), inner, mo(')')), mo('∈'), row(mo('['), range, mo(']')),
+      mo(','), gap(2), g.xHat(), eq(), g.scale(), mo('·'),
+      s.scheme === 'symmetric' ? g.q() : row(mo('('), g.q(), mo('−'), g.zp(), mo(')')));
   },
   'f-bound-elem': (f, s, tr) => {
     const q = f.quant;
-    return math(abs(sub('x', 'j'), mo('−'), sub(hat('x'), mi('j'))), mo('≤'), frac(mn(1), mn(2)), sub(mi('scale'), mi('j')),
-      gap(), mtext(tr('formula.measured')), gap(0.4), mn(num(q.stats.max_abs)), mo(q.elementBoundHolds ? '≤' : '>'), mn(num(q.boundMax)));
+    const g = shownGroup(q, tr);
+    const holds = q.group.maxError <= q.group.bound;
+    return math(abs(g.x(), mo('−'), g.xHat()), mo('≤'), frac(mn(1), mn(2)), g.scale(),
+      gap(), mtext(`${g.name}:`), gap(0.4), mn(num(q.group.maxError)), mo(holds ? '≤' : '>'), mn(num(q.group.bound)),
+      gap(), mtext(fill(tr('formula.groups-within'), { within: q.group.groupsWithin, groups: q.groups })));
   },
-  'f-bound-row': (f, s, tr) => math(
-    sup(row(mo('‖'), mi('x'), mo('−'), hat('x'), mo('‖')), mn(2)), mo('≤'), frac(mn(1), mn(4)),
-    row(mo('∑'), sup(sub(mi('scale'), mi('j')), mn(2))),
-    gap(), mtext(tr(f.quant.rowBoundHolds ? 'formula.row-holds' : 'formula.row-fails')),
-  ),
+  'f-bound-row': (f, s, tr) => {
+    // Token t's squared error against the sum of its elements' scales: the channels' own per
+    // channel, the token's (d times) per token, the tensor's (d times) per tensor.
+    const g = shownGroup(f.quant, tr);
+    const sum = g.i === 'j'
+      ? row(mo('∑'), sup(g.scale(), mn(2)))
+      : row(mi('d'), mo('·'), sup(g.scale(), mn(2)));
+    return math(
+      sup(row(mo('‖'), sub('x', 't'), mo('−'), sub(hat('x'), mi('t')), mo('‖')), mn(2)), mo('≤'), frac(mn(1), mn(4)),
+      sum, gap(), mtext(tr(f.quant.rowBoundHolds ? 'formula.row-holds' : 'formula.row-fails')),
+    );
+  },
   'f-rquant': (f, s, tr) => {
     const st = f.quant.stats;
     return math(sub('R', 'quant'), mo('≈'), frac(sub('s', 'fp'), sub('s', 'q')), eq(),

@@ -522,18 +522,19 @@ function writeCompare(c, s) {
 }
 
 function writeLevers(tg) {
-  const rows = [
-    ['bits', tg.fewerBits, 'lever.rmse', (l) => l.qualityAfter - l.qualityBefore],
-    ['tokens', tg.fewerTokens, 'lever.mass', (l) => l.qualityBefore - l.qualityAfter],
-  ];
-  // The bits lever deferred while the section was off screen: the table's last figures stay
-  // until the catch-up (both rows, so that the verdict compares figures of one view).
+  // Deferred while the section was off screen: the table's last figures stay until the
+  // catch-up (both rows are computed together, so the verdict compares figures of one view).
   if (tg.fewerBits.pending) return;
-  const per = {};
-  for (const [name, l, unit, cost] of rows) {
-    // (a lever that saves no byte here, e.g. one bit fewer of a 1 x 1 tensor's one packed byte,
-    // is not one: no cost per KiB, no verdict)
-    if (!l.possible || l.bytesBefore <= l.bytesAfter) {
+  // Both rows are measured by the engine on one figure, the attention output's error; this
+  // only words them (a percentage and a rise in percentage points, 2 significant digits).
+  const pct = (v) => `${(100 * v).toPrecision(3)}%`;
+  const points = (v) => {
+    const p = Math.abs(100 * v);
+    return `${v < 0 ? '−' : '+'}${p < 10 ? p.toPrecision(2) : p.toFixed(1)}`;
+  };
+  const unit = t(app.lang, 'unit.points');
+  for (const [name, l] of [['bits', tg.fewerBits], ['tokens', tg.fewerTokens]]) {
+    if (l.costPerKib === null) {
       const na = t(app.lang, 'lever.impossible');
       figure(`lever-${name}-saves`, 0, na);
       figure(`lever-${name}-cost`, 0, na);
@@ -541,19 +542,13 @@ function writeLevers(tg) {
       continue;
     }
     const saved = l.bytesBefore - l.bytesAfter;
-    const c = cost(l);
-    // Relative quality cost: RMSE grows, mass shrinks; both as a fraction of the before value.
-    const rel = l.qualityBefore > 0 ? c / l.qualityBefore : c;
-    per[name] = rel / (saved / 1024);
-    // Shown as the quality figure's own change (mass retained falls: −0.9%, not +0.9%).
-    const change = l.qualityBefore > 0 ? (l.qualityAfter - l.qualityBefore) / l.qualityBefore : null;
+    const rise = l.qualityAfter - l.qualityBefore;
     figure(`lever-${name}-saves`, saved, bytes(saved));
-    figure(`lever-${name}-cost`, rel, `${t(app.lang, unit)} ${num(l.qualityBefore)} → ${num(l.qualityAfter)}`
-      + (change === null ? '' : ` (${change < 0 ? '−' : '+'}${(100 * Math.abs(change)).toFixed(1)}%)`));
-    figure(`lever-${name}-per`, per[name], `${(100 * per[name]).toFixed(2)}% / KiB`);
+    figure(`lever-${name}-cost`, rise, `${t(app.lang, 'lever.error')} ${pct(l.qualityBefore)} → ${pct(l.qualityAfter)}`
+      + ` (${points(rise)} ${unit})`);
+    figure(`lever-${name}-per`, l.costPerKib, `${points(l.costPerKib)} ${unit} / KiB`);
   }
-  const verdict = per.bits !== undefined && per.tokens !== undefined
-    ? (per.bits <= per.tokens ? 'bits' : 'tokens') : '';
+  const verdict = tg.verdict ?? '';
   figure('lever-verdict', verdict, verdict ? t(app.lang, `lever.verdict.${verdict}`) : '');
 }
 

@@ -132,7 +132,7 @@ impl Page {
         let mut progress = reporter(progress);
         let defer = Defer {
             comparison: defer,
-            one_bit_fewer: defer_lever,
+            levers: defer_lever,
         };
         let f = self
             .lab

@@ -152,13 +152,24 @@ test('a quantization control redraws what it changes, not the policy strips (whi
   await page.close();
 });
 
-test('levers: a quality change is shown with its sign; a lever that saves nothing is not one', async () => {
+test('levers: both measured by the output error, its rise shown with its sign; the verdict follows the rates; a lever that saves nothing is not one', async () => {
   const shown = (p, name) => p.locator(`[data-figure="${name}"]`).first().textContent();
-  const { page, problems } = await open(browser.context, urlWith({ seed: 1 }));
-  // Fewer tokens lower the mass retained: shown as a fall, and the RMSE of one bit fewer as a rise.
-  assert.match(await shown(page, 'lever-tokens-cost'), /→ [\d.]+ \(−\d+\.\d%\)$/);
-  assert.match(await shown(page, 'lever-bits-cost'), /→ [\d.]+ \(\+\d+\.\d%\)$/);
-  assert.ok(await figure(page, 'lever-tokens-per') > 0);
+  const { page, problems } = await open(browser.context, urlWith({ seed: 1, lang: 'en' }));
+  // One measure for both rows (it was the RMSE of K for one and the mass retained for the other,
+  // and their "% per KiB" were set against each other).
+  for (const name of ['bits', 'tokens']) {
+    assert.match(await shown(page, `lever-${name}-cost`), /^output error [\d.]+% → [\d.]+% \(\+[\d.]+ points\)$/);
+    assert.match(await shown(page, `lever-${name}-per`), /^\+[\d.]+ points \/ KiB$/);
+    assert.ok(await figure(page, `lever-${name}-per`) > 0);
+  }
+  const [bits, tokens] = [await figure(page, 'lever-bits-per'), await figure(page, 'lever-tokens-per')];
+  assert.equal(await shown(page, 'lever-verdict'), bits <= tokens
+    ? 'On this data, one bit fewer raises the output error less per byte saved.'
+    : 'On this data, 10% fewer tokens raise the output error less per byte saved.');
+  // At 8 bits one bit fewer costs almost no output error: the verdict turns to the bits.
+  await setNumber(page, 'Bits', 8);
+  assert.ok(await figure(page, 'lever-bits-per') < await figure(page, 'lever-tokens-per'));
+  assert.equal(await shown(page, 'lever-verdict'), 'On this data, one bit fewer raises the output error less per byte saved.');
   await page.close();
   // One token of one channel: one bit fewer saves no byte (its codes fill one byte either way).
   const tiny = await open(browser.context, urlWith({ tokens: 1, steps: 1, channels: 1 }));
