@@ -19,7 +19,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BudgetError {
     /// A model dimension is zero.
-    #[error("{field} {value} is out of range: must be in 1..={max}")]
+    #[error("{field} {value} is out of range: must be between 1 and {max}")]
     Dimension {
         /// Which field (`layers`, `n_kv_heads`, `d_head`, `batch`, ...).
         field: &'static str,
@@ -29,7 +29,9 @@ pub enum BudgetError {
         max: u64,
     },
     /// `T_kept` outside `1..=T_total`.
-    #[error("kept tokens {kept} is out of range: must be in 1..={total} (the total tokens)")]
+    #[error(
+        "kept tokens {kept} is out of range: must be between 1 and {total} (the total tokens)"
+    )]
     Kept {
         /// Kept tokens.
         kept: u64,
@@ -37,7 +39,9 @@ pub enum BudgetError {
         total: u64,
     },
     /// Bits outside the scheme's range.
-    #[error("bits {bits} is out of range: must be in {min}..=16 for {scheme:?} quantization")]
+    #[error(
+        "bits {bits} is out of range: must be between {min} and 16 for {scheme:?} quantization"
+    )]
     Bits {
         /// Bits.
         bits: u8,
@@ -790,7 +794,7 @@ mod tests {
             )
             .unwrap_err()
             .to_string(),
-            "kept tokens 0 is out of range: must be in 1..=4 (the total tokens)"
+            "kept tokens 0 is out of range: must be between 1 and 4 (the total tokens)"
         );
         let mut bad = tiny();
         bad.d_head = 0;

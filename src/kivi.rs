@@ -54,7 +54,7 @@ pub const RESIDUAL_BYTES: u64 = 2;
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum KiviError {
     /// Bits outside `1..=16` (the asymmetric range). KIVI uses 2; if unsure use 4.
-    #[error("{which} bits {bits} is out of range: must be in 1..=16 (asymmetric quantization; KIVI uses 2)")]
+    #[error("{which} bits {bits} is out of range: must be between 1 and 16 (asymmetric quantization; KIVI uses 2)")]
     Bits {
         /// `"key"` or `"value"`.
         which: &'static str,
@@ -62,13 +62,13 @@ pub enum KiviError {
         bits: u8,
     },
     /// Key group of 0 tokens.
-    #[error("key group {group} is out of range: must be at least 1 token (KIVI uses 32..128)")]
+    #[error("key group {group} is out of range: must be at least 1 token (KIVI uses 32 to 128)")]
     KeyGroup {
         /// Group asked for.
         group: usize,
     },
     /// Value group of 0 channels or more than the value channels.
-    #[error("value group {group} is out of range: must be in 1..={channels} (the value channels; KIVI uses 32..128)")]
+    #[error("value group {group} is out of range: must be between 1 and {channels} (the value channels; KIVI uses 32 to 128)")]
     ValueGroup {
         /// Group asked for.
         group: usize,
@@ -76,7 +76,7 @@ pub enum KiviError {
         channels: usize,
     },
     /// Group of [`channel_vs_token_error`] that one of the two granularities cannot use.
-    #[error("group {group} is out of range: must be in 1..={max} (the smaller of tokens and channels, so both granularities can use it)")]
+    #[error("group {group} is out of range: must be between 1 and {max} (the smaller of tokens and channels, so both granularities can use it)")]
     Group {
         /// Group asked for.
         group: usize,

@@ -73,7 +73,7 @@ pub enum LabError {
     },
     /// The channel shown is not one of the data's `0..=max` (`max = d - 1`), e.g. from a link made
     /// for wider data.
-    #[error("channel {channel} is out of range: must be in 0..={max} (d - 1)")]
+    #[error("channel {channel} is out of range: must be between 0 and {max} (d - 1)")]
     Channel {
         /// The channel asked for.
         channel: usize,
@@ -1308,7 +1308,11 @@ fn quant_view(
         Granularity::PerToken => {
             let from = channel / size.max(1) * size;
             let to = (from + size).min(x.cols()).saturating_sub(1);
-            let row = x.data().get(from..=to).map(<[f32]>::to_vec).unwrap_or_default();
+            let row = x
+                .data()
+                .get(from..=to)
+                .map(<[f32]>::to_vec)
+                .unwrap_or_default();
             (row, ("per-token", 0, from, to, x.cols()))
         }
         Granularity::PerTensor => {
@@ -1402,12 +1406,8 @@ fn lever_errors(
     let outputs = memo.outputs(data)?;
     let config = quant_config(s);
     let mut v_hat = |cfg: &QuantConfig| -> Result<Matrix, LabError> {
-        let q = crate::quant::quantize_memo(
-            &data.values,
-            cfg,
-            Vec::new(),
-            memo.extremes(KvPick::V),
-        )?;
+        let q =
+            crate::quant::quantize_memo(&data.values, cfg, Vec::new(), memo.extremes(KvPick::V))?;
         Ok(q.dequantize())
     };
     let now = v_hat(&config)?;
@@ -1904,9 +1904,7 @@ impl Lab {
     /// Whether the comparison, KIVI or the bits lever's RMSE at one bit fewer still wait to be
     /// computed (see [`Lab::new_staged_with_progress`] and [`Lab::update_deferring`]).
     pub fn is_pending(&self) -> bool {
-        self.compare_pending
-            || self.kivi_pending
-            || self.levers.1 == LeverErrors::Pending
+        self.compare_pending || self.kivi_pending || self.levers.1 == LeverErrors::Pending
     }
 
     /// Computes what a staged lab or a deferring update left out (the comparison, KIVI),
@@ -2088,18 +2086,16 @@ impl Lab {
         let select = new_select.as_ref().unwrap_or(&self.select);
         // The levers' errors when stale or pending: computed now, unless this update defers them.
         let lever_key = LeverKey::of(s);
-        let lever_errors = if regenerate
-            || lever_key != self.levers.0
-            || self.levers.1 == LeverErrors::Pending
-        {
-            if defer.levers {
-                LeverErrors::Pending
+        let lever_errors =
+            if regenerate || lever_key != self.levers.0 || self.levers.1 == LeverErrors::Pending {
+                if defer.levers {
+                    LeverErrors::Pending
+                } else {
+                    lever_errors(data, s, select, &mut data_memo)?
+                }
             } else {
-                lever_errors(data, s, select, &mut data_memo)?
-            }
-        } else {
-            self.levers.1
-        };
+                self.levers.1
+            };
         let budget = budget_figures(data, s, select.selection.kept.len())?;
         let together = together(data, s, lever_errors, select, &budget)?;
         let mut compare_cache = if regenerate {
@@ -2944,11 +2940,18 @@ mod tests {
                     let values = lab.shown_group_values();
                     let lo = values.iter().copied().fold(f32::INFINITY, f32::min);
                     let hi = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    assert_eq!((q.group_min, q.group_max), (f64::from(lo), f64::from(hi)), "{what}");
+                    assert_eq!(
+                        (q.group_min, q.group_max),
+                        (f64::from(lo), f64::from(hi)),
+                        "{what}"
+                    );
                     let grid = &lab.quant().group_grid;
                     let (g_lo, g_hi) = (grid[0], grid[grid.len() - 1]);
                     let half = q.scale / 2.0 * (1.0 + 1e-6);
-                    assert!(f64::from(lo) >= g_lo - half && f64::from(hi) <= g_hi + half, "{what}");
+                    assert!(
+                        f64::from(lo) >= g_lo - half && f64::from(hi) <= g_hi + half,
+                        "{what}"
+                    );
                     let g = &q.group;
                     assert_eq!(values.len(), g.to - g.from + 1, "{what}");
                     assert!(g.max_error <= g.bound * (1.0 + 1e-6) && g.groups_within == q.groups);
@@ -3098,7 +3101,7 @@ mod tests {
         assert_eq!(e.field(), "channel");
         assert_eq!(
             e.to_string(),
-            format!("channel {asked} is out of range: must be in 0..={last} (d - 1)")
+            format!("channel {asked} is out of range: must be between 0 and {last} (d - 1)")
         );
         // it failed after quantizing into the previous view's buffers (they went with the
         // error)
@@ -3475,7 +3478,10 @@ mod tests {
         .clone();
         let t = &lab.figures().together;
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * y.abs().max(1.0);
-        for (l, after) in [(&t.fewer_bits, mean(3, &kept)), (&t.fewer_tokens, mean(4, &fewer))] {
+        for (l, after) in [
+            (&t.fewer_bits, mean(3, &kept)),
+            (&t.fewer_tokens, mean(4, &fewer)),
+        ] {
             assert!(close(l.quality_before, mean(4, &kept)), "{l:?}");
             assert!(close(l.quality_after, after), "{l:?} vs {after}");
             let saved = (l.bytes_before - l.bytes_after) as f64 / 1024.0;
@@ -3551,7 +3557,10 @@ mod tests {
         assert!(f.together.fewer_tokens.bytes_after < f.together.fewer_tokens.bytes_before);
         // Fewer tokens and fewer bits both raise the one error they are measured by.
         for l in [&f.together.fewer_bits, &f.together.fewer_tokens] {
-            assert!(l.quality_after > l.quality_before && l.quality_before > 0.0, "{l:?}");
+            assert!(
+                l.quality_after > l.quality_before && l.quality_before > 0.0,
+                "{l:?}"
+            );
             assert!(l.cost_per_kib.is_some_and(|c| c > 0.0), "{l:?}");
         }
         assert_eq!(f.budget.data.t_kept, 16);

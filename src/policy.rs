@@ -68,7 +68,7 @@ pub enum PolicyError {
     #[error(transparent)]
     Shape(#[from] ShapeError),
     /// `observed_rows` outside `1..=S`. If unsure, use `S` (observe everything, no oracle).
-    #[error("observed rows {observed_rows} is out of range: must be in 1..={steps} (the number of attention rows)")]
+    #[error("observed rows {observed_rows} is out of range: must be between 1 and {steps} (the number of attention rows)")]
     ObservedRows {
         /// Observed rows asked for.
         observed_rows: usize,
@@ -77,7 +77,7 @@ pub enum PolicyError {
     },
     /// The oracle was asked for but no row lies after the observation point. Lower
     /// `observed_rows` below `S` (which needs `S >= 2`).
-    #[error("the oracle needs future rows: observed rows {observed_rows} leaves none of the {steps} attention rows; observed rows must be in 1..={max} for the oracle", max = steps.saturating_sub(1))]
+    #[error("the oracle needs future rows: observed rows {observed_rows} leaves none of the {steps} attention rows; observed rows must be between 1 and {max} for the oracle", max = steps.saturating_sub(1))]
     NoFutureRows {
         /// Observed rows asked for.
         observed_rows: usize,

@@ -125,7 +125,7 @@ impl QuantConfig {
 pub enum QuantError {
     /// Bit width outside the scheme's range. Symmetric needs at least 2 bits (1 bit leaves
     /// `qmax = 0`: no grid); if unsure use 8.
-    #[error("bits {bits} is out of range: must be in {min}..={max} for {} quantization", scheme.name())]
+    #[error("bits {bits} is out of range: must be between {min} and {max} for {} quantization", scheme.name())]
     Bits {
         /// The bits asked for.
         bits: u8,
@@ -137,7 +137,7 @@ pub enum QuantError {
         max: u8,
     },
     /// Group size 0 or longer than the axis it splits.
-    #[error("group size {group_size} is out of range: must be in 1..={axis_len} ({axis})")]
+    #[error("group size {group_size} is out of range: must be between 1 and {axis_len} ({axis})")]
     GroupSize {
         /// The group size asked for.
         group_size: usize,
@@ -1945,7 +1945,7 @@ mod tests {
         let e = quantize(&x, &QuantConfig::per_channel_symmetric(1)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "bits 1 is out of range: must be in 2..=16 for symmetric quantization"
+            "bits 1 is out of range: must be between 2 and 16 for symmetric quantization"
         );
         // (the fields the page words it from)
         let fields = serde_json::to_value(&e).expect("serialize");
@@ -1964,7 +1964,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "group size 3 is out of range: must be in 1..=2 (tokens per channel)"
+            "group size 3 is out of range: must be between 1 and 2 (tokens per channel)"
         );
         let nan = m(1, 2, &[1.0, f32::NAN]);
         assert!(matches!(

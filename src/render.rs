@@ -1005,9 +1005,15 @@ mod tests {
         let mut l = Labels::default();
         for (k, v) in [
             ("chart.group.channel", "channel {index}"),
-            ("chart.group.channel-run", "channel {index}, tokens {from}-{to}"),
+            (
+                "chart.group.channel-run",
+                "channel {index}, tokens {from}-{to}",
+            ),
             ("chart.group.token", "token {index}"),
-            ("chart.group.token-run", "token {index}, channels {from}-{to}"),
+            (
+                "chart.group.token-run",
+                "token {index}, channels {from}-{to}",
+            ),
             ("chart.group.tensor", "the whole tensor"),
         ] {
             l.0.insert(k.into(), v.into());
@@ -1028,7 +1034,10 @@ mod tests {
         };
         use crate::quant::Granularity::*;
         assert_eq!(named(PerChannel, 0, 5), ("channel 5".into(), 64));
-        assert_eq!(named(PerChannel, 16, 5), ("channel 5, tokens 0-15".into(), 16));
+        assert_eq!(
+            named(PerChannel, 16, 5),
+            ("channel 5, tokens 0-15".into(), 16)
+        );
         assert_eq!(named(PerToken, 0, 5), ("token 0".into(), 8));
         assert_eq!(named(PerToken, 4, 5), ("token 0, channels 4-7".into(), 4));
         assert_eq!(named(PerTensor, 0, 5), ("the whole tensor".into(), 64 * 8));
@@ -1056,7 +1065,10 @@ mod tests {
             let root = SVGBackend::with_string(&mut svg, (400, 200)).into_drawing_area();
             quant_histogram(&root, &lab, &l, &style).unwrap();
         }
-        assert!(svg.contains(&format!("Values of channel {}", lab.figures().quant.channel)));
+        assert!(svg.contains(&format!(
+            "Values of channel {}",
+            lab.figures().quant.channel
+        )));
         fn svg_of(f: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>)) -> String {
             let mut svg = String::new();
             {

@@ -27,7 +27,9 @@ use thiserror::Error;
 )]
 pub enum SelectError {
     /// Budget outside `1..=T`. If unsure, start with `T/4`.
-    #[error("budget {budget} is out of range: must be in 1..={total} (the number of tokens)")]
+    #[error(
+        "budget {budget} is out of range: must be between 1 and {total} (the number of tokens)"
+    )]
     Budget {
         /// Budget asked for.
         budget: usize,
@@ -48,7 +50,7 @@ pub enum SelectError {
         value: f32,
     },
     /// Observation window outside `1..=S`.
-    #[error("observation window {window} is out of range: must be in 1..={steps} (the number of attention rows)")]
+    #[error("observation window {window} is out of range: must be between 1 and {steps} (the number of attention rows)")]
     Window {
         /// Window asked for.
         window: usize,
@@ -56,7 +58,7 @@ pub enum SelectError {
         steps: usize,
     },
     /// Pooling kernel even, zero, or wider than allowed.
-    #[error("pooling kernel {kernel} is out of range: must be odd and in 1..={max}")]
+    #[error("pooling kernel {kernel} is out of range: must be an odd number between 1 and {max}")]
     Kernel {
         /// Kernel asked for.
         kernel: usize,
@@ -64,7 +66,7 @@ pub enum SelectError {
         max: usize,
     },
     /// More sink tokens than the budget holds.
-    #[error("sinks {sinks} is out of range: must be in 0..={budget} (the budget B)")]
+    #[error("sinks {sinks} is out of range: must be between 0 and {budget} (the budget B)")]
     Sinks {
         /// Sinks asked for.
         sinks: usize,
@@ -72,7 +74,7 @@ pub enum SelectError {
         budget: usize,
     },
     /// `compression_ratio` needs `0 < kept <= total`.
-    #[error("kept {kept} is out of range: must be in 1..={total} (the total tokens)")]
+    #[error("kept {kept} is out of range: must be between 1 and {total} (the total tokens)")]
     Kept {
         /// Kept tokens.
         kept: usize,
@@ -559,7 +561,7 @@ mod tests {
         let e = streaming_llm(512, 64, 100).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "sinks 100 is out of range: must be in 0..=64 (the budget B)"
+            "sinks 100 is out of range: must be between 0 and 64 (the budget B)"
         );
         // (what the page words it from in its language)
         assert_eq!(
@@ -610,7 +612,7 @@ mod tests {
         let a = spec_attention();
         assert_eq!(
             h2o(&a, 0, 1).unwrap_err().to_string(),
-            "budget 0 is out of range: must be in 1..=4 (the number of tokens)"
+            "budget 0 is out of range: must be between 1 and 4 (the number of tokens)"
         );
         assert!(h2o(&a, 5, 1).is_err());
         assert_eq!(snapkv(&[], 1, 0), Err(SelectError::NoTokens));
@@ -622,13 +624,13 @@ mod tests {
             observation_scores(&a, 4, Pooling::None)
                 .unwrap_err()
                 .to_string(),
-            "observation window 4 is out of range: must be in 1..=3 (the number of attention rows)"
+            "observation window 4 is out of range: must be between 1 and 3 (the number of attention rows)"
         );
         assert!(observation_scores(&a, 1, Pooling::Avg { kernel: 2 }).is_err());
         assert!(observation_scores(&a, 1, Pooling::Max { kernel: 0 }).is_err());
         assert_eq!(
             streaming_llm(10, 2, 3).unwrap_err().to_string(),
-            "sinks 3 is out of range: must be in 0..=2 (the budget B)"
+            "sinks 3 is out of range: must be between 0 and 2 (the budget B)"
         );
         assert!(compression_ratio(3, 4).is_err());
         assert!(mass_retained(&a, &[4]).is_err());

@@ -308,11 +308,15 @@ impl Repair {
     pub fn english(&self, key: &str, repaired: bool) -> String {
         let (said, used) = match self {
             Repair::OutOfRange { raw, lo, hi, used } => (
-                format!("{key} {raw} is out of range: must be an integer in {lo}..={hi}"),
+                format!(
+                    "{key} {raw} is out of range: must be a whole number between {lo} and {hi}"
+                ),
                 Some(used.clone()),
             ),
             Repair::NotANumber { raw, lo, hi } => (
-                format!("{key} '{raw}' is not a number: must be an integer in {lo}..={hi}"),
+                format!(
+                    "{key} '{raw}' is not a number: must be a whole number between {lo} and {hi}"
+                ),
                 None,
             ),
             Repair::NotOneOf { raw, options } => (
@@ -329,7 +333,7 @@ impl Repair {
                 hi,
                 used,
             } => (
-                format!("{key} {value} is even: must be odd in {lo}..={hi}"),
+                format!("{key} {value} is even: must be an odd number between {lo} and {hi}"),
                 Some(used.to_string()),
             ),
             Repair::AtMost { value, what, limit } => (
@@ -615,7 +619,7 @@ impl Settings {
     /// assert_eq!(p.settings.budget, 64);
     /// let p = Settings::from_query("bits=99");
     /// assert_eq!(p.settings.bits, 16);
-    /// assert_eq!(p.warnings[0].message, "bits 99 is out of range: must be an integer in 1..=16; 16 is used");
+    /// assert_eq!(p.warnings[0].message, "bits 99 is out of range: must be a whole number between 1 and 16; 16 is used");
     /// ```
     pub fn from_query(query: &str) -> Parsed {
         Settings::parse(query, false)
@@ -917,7 +921,7 @@ impl Settings {
     /// assert_eq!(Settings::checked("bits=3&scheme=asymmetric").unwrap().bits, 3);
     /// let e = Settings::checked("seed=-5").unwrap_err();
     /// assert_eq!(e.key, "seed");
-    /// assert_eq!(e.message, "seed -5 is out of range: must be an integer in 0..=9007199254740992");
+    /// assert_eq!(e.message, "seed -5 is out of range: must be a whole number between 0 and 9007199254740992");
     /// let e = Settings::checked("tokens=64&steps=600").unwrap_err();
     /// assert_eq!(e.message, "steps 600 is out of range: must be at most tokens (64)");
     /// ```
@@ -942,7 +946,7 @@ impl Settings {
     /// let bad = Settings { context: 0, ..Settings::default() };
     /// let e = bad.validate().unwrap_err();
     /// assert_eq!(e.key, "context");
-    /// assert_eq!(e.message, "context 0 is out of range: must be an integer in 1..=4194304");
+    /// assert_eq!(e.message, "context 0 is out of range: must be a whole number between 1 and 4194304");
     /// ```
     pub fn validate(&self) -> Result<(), StateWarning> {
         Settings::checked(&self.to_query()).map(|_| ())
@@ -1131,11 +1135,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("no warning for {k}: {:?}", p.warnings))
         };
         let cases = [
-            ("bits", "outOfRange", "bits 99 is out of range: must be an integer in 1..=16; 16 is used"),
-            ("seed", "notANumber", "seed 'x' is not a number: must be an integer in 0..=9007199254740992; the default is used"),
+            ("bits", "outOfRange", "bits 99 is out of range: must be a whole number between 1 and 16; 16 is used"),
+            ("seed", "notANumber", "seed 'x' is not a number: must be a whole number between 0 and 9007199254740992; the default is used"),
             ("scheme", "notOneOf", "scheme 'odd' is not one of sym, asym; the default is used"),
             ("model", "unknownModel", "model 'gpt-9' is not a known preset or 'custom'; the default is used"),
-            ("kernel", "even", "kernel 4 is even: must be odd in 1..=63; 5 is used"),
+            ("kernel", "even", "kernel 4 is even: must be an odd number between 1 and 63; 5 is used"),
             ("steps", "atMost", "steps 100 is out of range: must be at most tokens (64); 64 is used"),
             ("future", "below", "future 80 is out of range: must be below steps (64); 63 is used"),
             ("budget", "atMost", "budget 600 is out of range: must be at most tokens (64); 64 is used"),
@@ -1156,7 +1160,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.message,
-            "bits 0 is out of range: must be an integer in 1..=16"
+            "bits 0 is out of range: must be a whole number between 1 and 16"
         );
         assert_eq!(e.message, e.repair.english("bits", false));
     }

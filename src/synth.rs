@@ -97,7 +97,7 @@ const NOISE_TABLE_BITS: u32 = 12;
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SynthError {
     /// `tokens` is 0 or above [`MAX_TOKENS`]. Pick a context length in `1..=262144`.
-    #[error("tokens {tokens} is out of range: must be in 1..={max}", max = MAX_TOKENS)]
+    #[error("tokens {tokens} is out of range: must be between 1 and {max}", max = MAX_TOKENS)]
     Tokens {
         /// The value given.
         tokens: usize,
@@ -111,7 +111,7 @@ pub enum SynthError {
         tokens: usize,
     },
     /// `channels` is 0 or above [`MAX_CHANNELS`]. Real heads use 64..=256.
-    #[error("channels {channels} is out of range: must be in 1..={max}", max = MAX_CHANNELS)]
+    #[error("channels {channels} is out of range: must be between 1 and {max}", max = MAX_CHANNELS)]
     Channels {
         /// The value given.
         channels: usize,
@@ -134,7 +134,7 @@ pub enum SynthError {
     /// A count (`sinks`, `heavy_count`, `local_width`, `needle_steps`, `outlier_channels`,
     /// `skewed_channels`) is outside `min..=max`; the range may depend on the shape (e.g.
     /// `heavy_count <= tokens`).
-    #[error("{name} {value} is out of range: must be in {min}..={max}")]
+    #[error("{name} {value} is out of range: must be between {min} and {max}")]
     Count {
         /// The field's name.
         name: &'static str,
@@ -146,7 +146,7 @@ pub enum SynthError {
         max: usize,
     },
     /// A real-valued knob is NaN, infinite or outside `min..=max`.
-    #[error("{name} {value} is out of range: must be a finite number in {min}..={max}")]
+    #[error("{name} {value} is out of range: must be a finite number between {min} and {max}")]
     Knob {
         /// The field's name.
         name: &'static str,

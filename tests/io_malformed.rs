@@ -286,7 +286,7 @@ fn negative_attention_weight_names_its_index() {
     let v = interpret_attention("attn_negative.npy", &attn, HeadPick::Head(0)).unwrap();
     assert_eq!(
         v.description,
-        "attention [H=2, T=4, T=4]: head 0 of 2 (heads 0..=1); full causal matrix; the last rows \
+        "attention [H=2, T=4, T=4]: head 0 of 2 (heads 0 to 1); full causal matrix; the last rows \
          are the observation window"
     );
 }

@@ -223,35 +223,35 @@ fn byte_errors_name_the_value_and_the_range() {
             key_bits: 0,
             ..small()
         }),
-        "key bits 0 is out of range: must be in 1..=16 (asymmetric quantization; KIVI uses 2)"
+        "key bits 0 is out of range: must be between 1 and 16 (asymmetric quantization; KIVI uses 2)"
     );
     assert_eq!(
         e(KiviConfig {
             value_bits: 17,
             ..small()
         }),
-        "value bits 17 is out of range: must be in 1..=16 (asymmetric quantization; KIVI uses 2)"
+        "value bits 17 is out of range: must be between 1 and 16 (asymmetric quantization; KIVI uses 2)"
     );
     assert_eq!(
         e(KiviConfig {
             key_group: 0,
             ..small()
         }),
-        "key group 0 is out of range: must be at least 1 token (KIVI uses 32..128)"
+        "key group 0 is out of range: must be at least 1 token (KIVI uses 32 to 128)"
     );
     assert_eq!(
         e(KiviConfig {
             value_group: 5,
             ..small()
         }),
-        "value group 5 is out of range: must be in 1..=4 (the value channels; KIVI uses 32..128)"
+        "value group 5 is out of range: must be between 1 and 4 (the value channels; KIVI uses 32 to 128)"
     );
     assert_eq!(
         e(KiviConfig {
             value_group: 0,
             ..small()
         }),
-        "value group 0 is out of range: must be in 1..=4 (the value channels; KIVI uses 32..128)"
+        "value group 0 is out of range: must be between 1 and 4 (the value channels; KIVI uses 32 to 128)"
     );
     assert_eq!(
         kivi_bytes(0, 4, 4, &small()).unwrap_err().to_string(),

@@ -285,13 +285,13 @@ fn channel_vs_token_shapes_bits_and_errors() {
     assert_eq!(c.per_channel.effective_bits, c.per_token.effective_bits);
     assert_eq!(
         channel_vs_token_error(&k, 0, None).unwrap_err().to_string(),
-        "key bits 0 is out of range: must be in 1..=16 (asymmetric quantization; KIVI uses 2)"
+        "key bits 0 is out of range: must be between 1 and 16 (asymmetric quantization; KIVI uses 2)"
     );
     assert_eq!(
         channel_vs_token_error(&k, 2, Some(65))
             .unwrap_err()
             .to_string(),
-        "group 65 is out of range: must be in 1..=64 (the smaller of tokens and channels, so both granularities can use it)"
+        "group 65 is out of range: must be between 1 and 64 (the smaller of tokens and channels, so both granularities can use it)"
     );
     assert!(channel_vs_token_error(&k, 2, Some(0)).is_err());
     assert!(matches!(

@@ -345,7 +345,7 @@ fn errors_name_the_value_and_the_range() {
     let err = |r: Result<_, PolicyError>| r.map(|_: kvlab::select::Selection| ()).unwrap_err();
     assert_eq!(
         err(select_with(&Policy::H2oSum, &a, 2, 0, 0)).to_string(),
-        "observed rows 0 is out of range: must be in 1..=3 (the number of attention rows)"
+        "observed rows 0 is out of range: must be between 1 and 3 (the number of attention rows)"
     );
     assert!(matches!(
         err(select_with(&Policy::H2oSum, &a, 2, 0, 4)),
@@ -356,12 +356,12 @@ fn errors_name_the_value_and_the_range() {
     ));
     assert_eq!(
         err(select_with(&Policy::Oracle, &a, 2, 0, 3)).to_string(),
-        "the oracle needs future rows: observed rows 3 leaves none of the 3 attention rows; observed rows must be in 1..=2 for the oracle"
+        "the oracle needs future rows: observed rows 3 leaves none of the 3 attention rows; observed rows must be between 1 and 2 for the oracle"
     );
     for p in Policy::defaults(1) {
         assert_eq!(
             err(select_with(&p, &a, 0, 0, 2)).to_string(),
-            "budget 0 is out of range: must be in 1..=4 (the number of tokens)",
+            "budget 0 is out of range: must be between 1 and 4 (the number of tokens)",
             "{p}"
         );
         assert!(select_with(&p, &a, 5, 0, 2).is_err());
@@ -372,7 +372,7 @@ fn errors_name_the_value_and_the_range() {
     };
     assert_eq!(
         err(select_with(&w, &a, 2, 0, 2)).to_string(),
-        "observation window 3 is out of range: must be in 1..=2 (the number of attention rows)"
+        "observation window 3 is out of range: must be between 1 and 2 (the number of attention rows)"
     );
     let k = Policy::SnapKv {
         window: 1,
@@ -384,7 +384,7 @@ fn errors_name_the_value_and_the_range() {
     ));
     assert_eq!(
         err(select_with(&Policy::StreamingLlm { sinks: 3 }, &a, 2, 0, 3)).to_string(),
-        "sinks 3 is out of range: must be in 0..=2 (the budget B)"
+        "sinks 3 is out of range: must be between 0 and 2 (the budget B)"
     );
     let nan = m(1, 2, &[0.5, f32::NAN]);
     for p in Policy::defaults(1) {
@@ -435,7 +435,7 @@ fn quality_errors_name_the_value_and_the_range() {
     );
     assert_eq!(
         quality(&a, None, None, &[], 3).unwrap_err().to_string(),
-        "kept 0 is out of range: must be in 1..=4 (the total tokens)"
+        "kept 0 is out of range: must be between 1 and 4 (the total tokens)"
     );
     assert!(output_error(&a, &v, None, &[9]).is_err());
 }

@@ -106,7 +106,7 @@ fn invalid_budgets_and_policies_are_reported() {
     assert_eq!(c[0].skipped[0].budget, 1);
     assert_eq!(
         c[0].skipped[0].reason,
-        "sinks 2 is out of range: must be in 0..=1 (the budget B)"
+        "sinks 2 is out of range: must be between 0 and 1 (the budget B)"
     );
     // the oracle has no future rows at observed = S: every budget skipped, with the reason
     assert!(c[1].points.is_empty());

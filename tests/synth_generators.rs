@@ -484,14 +484,14 @@ fn attention_validation_names_the_bad_value_and_range() {
                 steps: 0,
                 ..base.clone()
             },
-            "tokens 0 is out of range: must be in 1..=262144",
+            "tokens 0 is out of range: must be between 1 and 262144",
         ),
         (
             AttentionSpec {
                 tokens: 262_145,
                 ..base.clone()
             },
-            "tokens 262145 is out of range: must be in 1..=262144",
+            "tokens 262145 is out of range: must be between 1 and 262144",
         ),
         (
             AttentionSpec {
@@ -522,7 +522,7 @@ fn attention_validation_names_the_bad_value_and_range() {
                 tokens: 1000,
                 ..base.clone()
             },
-            "sinks 65 is out of range: must be in 0..=64",
+            "sinks 65 is out of range: must be between 0 and 64",
         ),
         (
             AttentionSpec {
@@ -531,28 +531,28 @@ fn attention_validation_names_the_bad_value_and_range() {
                 tokens: 8,
                 ..base.clone()
             },
-            "sinks 9 is out of range: must be in 0..=8",
+            "sinks 9 is out of range: must be between 0 and 8",
         ),
         (
             AttentionSpec {
                 local_width: 0,
                 ..base.clone()
             },
-            "local_width 0 is out of range: must be in 1..=65536",
+            "local_width 0 is out of range: must be between 1 and 65536",
         ),
         (
             AttentionSpec {
                 local_width: 65_537,
                 ..base.clone()
             },
-            "local_width 65537 is out of range: must be in 1..=65536",
+            "local_width 65537 is out of range: must be between 1 and 65536",
         ),
         (
             AttentionSpec {
                 heavy_count: 129,
                 ..base.clone()
             },
-            "heavy_count 129 is out of range: must be in 0..=128",
+            "heavy_count 129 is out of range: must be between 0 and 128",
         ),
         (
             AttentionSpec {
@@ -560,49 +560,49 @@ fn attention_validation_names_the_bad_value_and_range() {
                 tokens: 10_000,
                 ..base.clone()
             },
-            "heavy_count 4097 is out of range: must be in 0..=4096",
+            "heavy_count 4097 is out of range: must be between 0 and 4096",
         ),
         (
             AttentionSpec {
                 needle_steps: 33,
                 ..base.clone()
             },
-            "needle_steps 33 is out of range: must be in 0..=32",
+            "needle_steps 33 is out of range: must be between 0 and 32",
         ),
         (
             AttentionSpec {
                 sink_strength: 1.5,
                 ..base.clone()
             },
-            "sink_strength 1.5 is out of range: must be a finite number in 0..=1",
+            "sink_strength 1.5 is out of range: must be a finite number between 0 and 1",
         ),
         (
             AttentionSpec {
                 local_strength: -0.1,
                 ..base.clone()
             },
-            "local_strength -0.1 is out of range: must be a finite number in 0..=1",
+            "local_strength -0.1 is out of range: must be a finite number between 0 and 1",
         ),
         (
             AttentionSpec {
                 heavy_strength: f32::NAN,
                 ..base.clone()
             },
-            "heavy_strength NaN is out of range: must be a finite number in 0..=1",
+            "heavy_strength NaN is out of range: must be a finite number between 0 and 1",
         ),
         (
             AttentionSpec {
                 needle_strength: f32::INFINITY,
                 ..base.clone()
             },
-            "needle_strength inf is out of range: must be a finite number in 0..=1",
+            "needle_strength inf is out of range: must be a finite number between 0 and 1",
         ),
         (
             AttentionSpec {
                 noise: 2.0,
                 ..base.clone()
             },
-            "noise 2 is out of range: must be a finite number in 0..=1",
+            "noise 2 is out of range: must be a finite number between 0 and 1",
         ),
     ];
     for (spec, message) in cases {
@@ -639,21 +639,21 @@ fn kv_validation_names_the_bad_value_and_range() {
                 tokens: 0,
                 ..base.clone()
             },
-            "tokens 0 is out of range: must be in 1..=262144",
+            "tokens 0 is out of range: must be between 1 and 262144",
         ),
         (
             KvSpec {
                 channels: 0,
                 ..base.clone()
             },
-            "channels 0 is out of range: must be in 1..=1024",
+            "channels 0 is out of range: must be between 1 and 1024",
         ),
         (
             KvSpec {
                 channels: 1025,
                 ..base.clone()
             },
-            "channels 1025 is out of range: must be in 1..=1024",
+            "channels 1025 is out of range: must be between 1 and 1024",
         ),
         (
             KvSpec {
@@ -669,56 +669,56 @@ fn kv_validation_names_the_bad_value_and_range() {
                 outlier_channels: 65,
                 ..base.clone()
             },
-            "outlier_channels 65 is out of range: must be in 0..=64",
+            "outlier_channels 65 is out of range: must be between 0 and 64",
         ),
         (
             KvSpec {
                 skewed_channels: 65,
                 ..base.clone()
             },
-            "skewed_channels 65 is out of range: must be in 0..=64",
+            "skewed_channels 65 is out of range: must be between 0 and 64",
         ),
         (
             KvSpec {
                 outlier_scale: 0.5,
                 ..base.clone()
             },
-            "outlier_scale 0.5 is out of range: must be a finite number in 1..=100",
+            "outlier_scale 0.5 is out of range: must be a finite number between 1 and 100",
         ),
         (
             KvSpec {
                 outlier_scale: 101.0,
                 ..base.clone()
             },
-            "outlier_scale 101 is out of range: must be a finite number in 1..=100",
+            "outlier_scale 101 is out of range: must be a finite number between 1 and 100",
         ),
         (
             KvSpec {
                 token_scale_variation: 2.5,
                 ..base.clone()
             },
-            "token_scale_variation 2.5 is out of range: must be a finite number in 0..=2",
+            "token_scale_variation 2.5 is out of range: must be a finite number between 0 and 2",
         ),
         (
             KvSpec {
                 token_scale_variation: f32::NEG_INFINITY,
                 ..base.clone()
             },
-            "token_scale_variation -inf is out of range: must be a finite number in 0..=2",
+            "token_scale_variation -inf is out of range: must be a finite number between 0 and 2",
         ),
         (
             KvSpec {
                 skew: -0.25,
                 ..base.clone()
             },
-            "skew -0.25 is out of range: must be a finite number in 0..=1",
+            "skew -0.25 is out of range: must be a finite number between 0 and 1",
         ),
         (
             KvSpec {
                 skew: f32::NAN,
                 ..base.clone()
             },
-            "skew NaN is out of range: must be a finite number in 0..=1",
+            "skew NaN is out of range: must be a finite number between 0 and 1",
         ),
     ];
     for (spec, message) in cases {

@@ -518,7 +518,7 @@ pub enum LoadError {
     },
 
     /// A layer or head index past the end of its axis.
-    #[error("{file}: {axis} {index} is out of range: must be in 0..={} ({len} {axis}s)", .len.saturating_sub(1))]
+    #[error("{file}: {axis} {index} is out of range: must be between 0 and {} ({len} {axis}s)", .len.saturating_sub(1))]
     PickOutOfRange {
         /// Source label.
         file: String,

@@ -62,7 +62,7 @@ pub struct AttentionView {
     pub kind: AttentionKind,
     /// `H` when the input was `[H, S, T]`.
     pub heads: Option<usize>,
-    /// E.g. `attention [H=8, S=64, T=512]: head 3 of 8 (heads 0..=7); 64 query steps over 512 tokens`.
+    /// E.g. `attention [H=8, S=64, T=512]: head 3 of 8 (heads 0 to 7); 64 query steps over 512 tokens`.
     pub description: String,
     /// What `description` says, as fields.
     pub about: AttentionAbout,
@@ -91,7 +91,7 @@ pub struct KvView {
     pub layers: Option<usize>,
     /// `H` when the input was `[H, T, d]` or `[L, H, T, d]`.
     pub heads: Option<usize>,
-    /// E.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0..=31), head 3 of 8 (heads
+    /// E.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0 to 31), head 3 of 8 (heads
     /// 0..=7); 512 tokens x 128 channels`.
     pub description: String,
     /// What `description` says, as fields.
@@ -326,7 +326,7 @@ pub struct AttentionAbout {
 }
 
 impl AttentionAbout {
-    /// The English line, e.g. `attention [H=8, S=64, T=512]: head 3 of 8 (heads 0..=7); 64
+    /// The English line, e.g. `attention [H=8, S=64, T=512]: head 3 of 8 (heads 0 to 7); 64
     /// query steps over 512 tokens`.
     pub fn english(&self) -> String {
         let (s, t) = (self.steps, self.tokens);
@@ -342,7 +342,7 @@ impl AttentionAbout {
             (Some(h), "max") => format!("max over {h} heads (rows no longer sum to 1); "),
             (Some(h), "sum") => format!("sum over {h} heads (rows sum to {h}); "),
             (Some(h), _) => format!(
-                "head {} of {h} (heads 0..={}); ",
+                "head {} of {h} (heads 0 to {}); ",
                 self.head,
                 h.saturating_sub(1)
             ),
@@ -436,7 +436,7 @@ pub fn normalise_rows(matrix: &mut Matrix) -> usize {
 /// let x = Tensor::new(vec![2, 3, 2], (0..12).map(|v| v as f32).collect()).unwrap();
 /// let v = interpret_kv("k.npy", &x, KvPick { layer: 0, head: 1 }).unwrap();
 /// assert_eq!(v.matrix.data(), &[6.0, 7.0, 8.0, 9.0, 10.0, 11.0]);
-/// assert_eq!(v.description, "KV [H=2, T=3, d=2]: head 1 of 2 (heads 0..=1); 3 tokens x 2 channels");
+/// assert_eq!(v.description, "KV [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens x 2 channels");
 /// ```
 pub fn interpret_kv(source: &str, tensor: &Tensor, pick: KvPick) -> Result<KvView, LoadError> {
     let shape = tensor.shape();
@@ -516,15 +516,15 @@ pub struct KvAbout {
 }
 
 impl KvAbout {
-    /// The English line, e.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0..=31),
-    /// head 3 of 8 (heads 0..=7); 512 tokens x 128 channels`.
+    /// The English line, e.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0 to 31),
+    /// head 3 of 8 (heads 0 to 7); 512 tokens x 128 channels`.
     pub fn english(&self) -> String {
         let (t, d) = (self.tokens, self.channels);
         let (dims, pick_text) = match (self.layers, self.heads) {
             (Some(l), Some(h)) => (
                 format!("[L={l}, H={h}, T={t}, d={d}]"),
                 format!(
-                    "layer {} of {l} (layers 0..={}), head {} of {h} (heads 0..={}); ",
+                    "layer {} of {l} (layers 0 to {}), head {} of {h} (heads 0 to {}); ",
                     self.layer,
                     l.saturating_sub(1),
                     self.head,
@@ -534,7 +534,7 @@ impl KvAbout {
             (_, Some(h)) => (
                 format!("[H={h}, T={t}, d={d}]"),
                 format!(
-                    "head {} of {h} (heads 0..={}); ",
+                    "head {} of {h} (heads 0 to {}); ",
                     self.head,
                     h.saturating_sub(1)
                 ),
@@ -658,7 +658,7 @@ mod tests {
         assert_eq!(v.matrix.data(), &[4.0, 5.0]);
         assert_eq!(
             v.description,
-            "KV [L=2, H=2, T=1, d=2]: layer 1 of 2 (layers 0..=1), head 0 of 2 (heads 0..=1); 1 tokens x 2 channels"
+            "KV [L=2, H=2, T=1, d=2]: layer 1 of 2 (layers 0 to 1), head 0 of 2 (heads 0 to 1); 1 tokens x 2 channels"
         );
         assert!(matches!(
             interpret_kv("k", &x, KvPick { layer: 2, head: 0 }),

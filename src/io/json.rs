@@ -1,6 +1,6 @@
 //! JSON reader (issue 3, "Loaders"): nested lists, or `{"shape": [...], "data": [...]}`.
 //!
-//! - Nested lists of numbers, rank 1..=4, rectangular: `[[0.5, 0.5], [0.25, 0.75]]` is
+//! - Nested lists of numbers, rank 1 to 4, rectangular: `[[0.5, 0.5], [0.25, 0.75]]` is
 //!   `[2, 2]`. A list whose length differs from its siblings' is [`LoadError::JsonRagged`]; a
 //!   number where a list belongs (or the reverse), a string, `null` or `true` is
 //!   [`LoadError::JsonStructure`], naming the JSON path such as `[3][1]`.
@@ -105,7 +105,7 @@ impl Nested<'_, '_> {
             return Err(st.structure(
                 p,
                 &found_text("the number", text),
-                "a list of numbers (rank 1..=4) or {\"shape\": [...], \"data\": [...]}",
+                "a list of numbers (rank 1 to 4) or {\"shape\": [...], \"data\": [...]}",
             ));
         }
         match st.rank {
@@ -164,7 +164,7 @@ impl<'de> Visitor<'de> for Nested<'_, '_> {
             return Err(st.structure(
                 p,
                 "a list nested 5 deep",
-                "at most 4 levels of lists (rank 1..=4)",
+                "at most 4 levels of lists (rank 1 to 4)",
             ));
         }
         if let Some(r) = st.rank {

@@ -10,7 +10,7 @@
 //! | `.npy` 1.0 / 2.0 / 3.0 | [`npy`] | f2/f4/f8, i1..i8, u1..u8, b1; `<` / `>`; C / Fortran order; rank 0..=4 |
 //! | `.safetensors` | [`safetensors`] | every tensor listed; F16, BF16, F32, F64 loaded |
 //! | `.csv` / `.tsv` / `.txt` | [`csv`] | a 2-D matrix; `,` `\t` `;` or spaces; optional header row |
-//! | `.json` | [`json`] | nested lists (rank 1..=4) or `{"shape": [...], "data": [...]}` |
+//! | `.json` | [`json`] | nested lists (rank 1 to 4) or `{"shape": [...], "data": [...]}` |
 //!
 //! Every parser is strict and total: any byte string gives `Ok` or a [`LoadError`] naming the
 //! file, the field, the bad value and what was expected; none panics. Sizes are checked against

@@ -544,8 +544,8 @@ mod tests {
         assert_eq!(
             about.english(),
             "uploaded: attention [H=2, S=2, T=3]: max over 2 heads (rows no longer sum to 1); \
-             2 query steps over 3 tokens; KV [H=2, T=3, d=2]: head 1 of 2 (heads 0..=1); 3 tokens \
-             x 2 channels; V: KV [H=2, T=3, d=2]: head 1 of 2 (heads 0..=1); 3 tokens x 2 channels"
+             2 query steps over 3 tokens; KV [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens \
+             x 2 channels; V: KV [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens x 2 channels"
         );
         assert_eq!(
             about.attention.as_ref().map(|a| (a.pick, a.heads)),

@@ -357,11 +357,11 @@ test('a link setting the data refuses is replaced by its own default alone, word
   const warn = page.locator('#url-warnings');
   await warn.waitFor({ state: 'visible' });
   assert.equal(await warn.textContent(),
-    '链接中的部分参数已修正：分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）；改用默认值 · '
-    + '通道 500 超出范围：应为 0..=63（d − 1）；改用默认值');
+    '链接中的部分参数已修正：分组大小 1000 超出范围：应在 1 到 512 之间（每个通道的 token 数）；改用默认值 · '
+    + '通道 500 超出范围：应在 0 到 63 之间（d − 1）；改用默认值');
   // the engine's own messages stay in data-value
-  const english = 'group size 1000 is out of range: must be in 1..=512 (tokens per channel); the default is used · '
-    + 'channel 500 is out of range: must be in 0..=63 (d - 1); the default is used';
+  const english = 'group size 1000 is out of range: must be between 1 and 512 (tokens per channel); the default is used · '
+    + 'channel 500 is out of range: must be between 0 and 63 (d - 1); the default is used';
   assert.equal(await warn.getAttribute('data-value'), english);
   assert.equal(await page.locator('#bits').inputValue(), '3');
   assert.equal(await page.locator('#group').inputValue(), '0');
@@ -386,10 +386,10 @@ test('repaired link values and refused typed values are worded in the page\'s la
   const warn = page.locator('#url-warnings');
   await warn.waitFor({ state: 'visible' });
   assert.equal(await warn.textContent(),
-    '链接中的部分参数已修正：bits 99 超出范围：应为 1..=16 内的整数；改用 16 · scheme「odd」不是 sym, asym 之一；改用默认值');
+    '链接中的部分参数已修正：bits 99 超出范围：应为 1 到 16 之间的整数；改用 16 · scheme「odd」不是 sym, asym 之一；改用默认值');
   // the engine's own messages stay in data-value
   assert.equal(await warn.getAttribute('data-value'),
-    "bits 99 is out of range: must be an integer in 1..=16; 16 is used · scheme 'odd' is not one of sym, asym; the default is used");
+    "bits 99 is out of range: must be a whole number between 1 and 16; 16 is used · scheme 'odd' is not one of sym, asym; the default is used");
 
   // A value typed into a control that the engine refuses: its message next to it, in Chinese,
   // and the last good view stays.
@@ -405,24 +405,24 @@ test('repaired link values and refused typed values are worded in the page\'s la
     await err.waitFor({ state: 'visible' });
     return err.textContent();
   };
-  assert.equal(await refusal('tokens', '999999'), 'tokens 999999 超出范围：应为 1..=131072 内的整数');
+  assert.equal(await refusal('tokens', '999999'), 'tokens 999999 超出范围：应为 1 到 131072 之间的整数');
   assert.equal(await figure(page, 'kept-count'), kept);
   // (a negative seed: the settings object cannot hold it; the same check names it)
-  assert.equal(await refusal('seed', '-5'), 'seed -5 超出范围：应为 0..=9007199254740992 内的整数');
+  assert.equal(await refusal('seed', '-5'), 'seed -5 超出范围：应为 0 到 9007199254740992 之间的整数');
   assert.equal(await figure(page, 'kept-count'), kept);
   // (a group size longer than the grouped axis: the quantizer's refusal, in Chinese too)
-  assert.equal(await refusal('group', '1000'), '分组大小 1000 超出范围：应为 1..=512（每个通道的 token 数）');
+  assert.equal(await refusal('group', '1000'), '分组大小 1000 超出范围：应在 1 到 512 之间（每个通道的 token 数）');
   // (more sink tokens than the budget B holds: the selection's refusal)
   await page.locator('#method').selectOption('streaming');
   await settle(page);
-  assert.equal(await refusal('sinks', '1000'), 'sinks 1000 超出范围：应为 0..=128（预算 B）');
+  assert.equal(await refusal('sinks', '1000'), 'sinks 1000 超出范围：应在 0 到 128 之间（预算 B）');
 
   // Switched to English, the link's repairs are the engine's messages, and so is the refusal
   // still shown.
   await page.getByRole('button', { name: '切换语言' }).click();
   await settle(page);
   assert.equal(await page.locator('#sinks').locator('xpath=..').locator('.error').textContent(),
-    'sinks 1000 is out of range: must be in 0..=128 (the budget B)');
+    'sinks 1000 is out of range: must be between 0 and 128 (the budget B)');
   assert.equal(await warn.textContent(), `Some link parameters were repaired: ${await warn.getAttribute('data-value')}`);
   assert.deepEqual(problems, []);
   await page.close();

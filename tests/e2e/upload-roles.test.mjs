@@ -184,9 +184,9 @@ test('a Hugging Face capture: batch of 1 dropped, cache names give K and V of on
   assert.equal((await shownControls(page))['up-head'], true, 'one head: its number');
   await useThem(page);
   assert.equal(await page.locator('.error:not([hidden])').count(), 0, 'no refusal');
-  assert.equal(await description(page), 'uploaded: attention [H=2, T=8, T=8]: head 0 of 2 (heads 0..=1); full causal matrix; '
-    + 'the last rows are the observation window; KV [H=2, T=8, d=4]: head 0 of 2 (heads 0..=1); 8 tokens x 4 channels; '
-    + 'V: KV [H=2, T=8, d=4]: head 0 of 2 (heads 0..=1); 8 tokens x 4 channels');
+  assert.equal(await description(page), 'uploaded: attention [H=2, T=8, T=8]: head 0 of 2 (heads 0 to 1); full causal matrix; '
+    + 'the last rows are the observation window; KV [H=2, T=8, d=4]: head 0 of 2 (heads 0 to 1); 8 tokens x 4 channels; '
+    + 'V: KV [H=2, T=8, d=4]: head 0 of 2 (heads 0 to 1); 8 tokens x 4 channels');
   assert.deepEqual(problems, []);
 });
 
