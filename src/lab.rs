@@ -164,6 +164,9 @@ pub struct QuantFigures {
     pub bits: u8,
     /// `qmax`: `2^(b-1) - 1` symmetric, `2^b - 1` asymmetric.
     pub qmax: i64,
+    /// The fewest bits the scheme takes (2 symmetric, 1 asymmetric): the Bits slider starts
+    /// there.
+    pub bits_min: u8,
     /// Number of groups (stored scales).
     pub groups: usize,
     /// Group length along the grouped axis.
@@ -257,6 +260,9 @@ pub struct SelectFigures {
     pub threshold: Option<f64>,
     /// Recent window actually kept `[start, T)`.
     pub recent_start: usize,
+    /// The smallest budget the method takes here: StreamingLLM keeps its sinks, so
+    /// `max(1, sinks)`; 1 otherwise. The B slider starts there (it never rests on a refused B).
+    pub budget_min: usize,
 }
 
 /// The budget section's numbers: on the data, and extrapolated to a model.
@@ -1348,6 +1354,7 @@ fn quant_view(
     let figures = QuantFigures {
         bits: config.bits,
         qmax: config.qmax(),
+        bits_min: *QuantConfig::bits_range(config.scheme).start(),
         groups: quantized.scales().len(),
         group_size: quantized.layout().group_size(),
         channel,
@@ -1628,6 +1635,10 @@ fn select_view_at(
         mass_worst,
         threshold,
         recent_start,
+        budget_min: match s.method {
+            Method::Streaming => s.sinks.max(1),
+            _ => 1,
+        },
     };
     Ok(SelectView {
         key: SelectKey::of(s),

@@ -283,8 +283,11 @@ function writeControl(c, v) {
   if (c === app.editing && c === document.activeElement) return;
   const key = c.dataset.key;
   c.value = key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
-  for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = String(v);
   if (key === 'bits') $('#bits-value').textContent = String(v);
+  // (the number field beside a slider, unless a number is being typed there)
+  for (const o of document.querySelectorAll(`.control input.exact[data-key="${key}"]`)) {
+    if (o !== c && !(o === app.editing && o === document.activeElement)) o.value = String(v);
+  }
 }
 
 function writeControls(s) {
@@ -293,22 +296,31 @@ function writeControls(s) {
   document.body.dataset.model = s.model === 'custom' ? 'custom' : 'preset';
 }
 
-/** Slider ranges follow the data: B and r up to T, w up to S, channels 0..d-1. */
+/**
+ * Slider ranges follow the data and the engine: B and r up to T, w up to S, channels 0..d-1;
+ * Bits from the scheme's fewest, B from the method's smallest (StreamingLLM's sinks). A slider
+ * never rests on a value the engine would refuse; its number field beside it gets the same range.
+ */
 function fitRanges(f) {
   const T = f.data.tokens;
-  const setMax = (sel, v) => {
-    const el = $(sel);
-    if (el.max === String(v)) return;
-    el.max = String(v);
-    // A slider's value was clamped to its old max when written (Reset, Back, a link: B = 800
-    // shown at 512): the value in use again, now that it fits.
-    const want = app.settings?.[el.dataset.key];
-    if (el.type === 'range' && want !== undefined) writeControl(el, want);
+  const setRange = (key, min, max) => {
+    for (const el of document.querySelectorAll(`[data-key="${key}"]`)) {
+      if (el.max === String(max) && el.min === String(min)) continue;
+      el.min = String(min);
+      el.max = String(max);
+      // A slider's value was clamped to its old range when written (Reset, Back, a link: B =
+      // 800 shown at 512): the value in use again, now that it fits.
+      const want = app.settings?.[key];
+      if (el.type === 'range' && want !== undefined) writeControl(el, want);
+    }
   };
-  setMax('#budget-b', T);
-  setMax('#recent', T);
-  setMax('#window', f.data.steps);
-  setMax('#future', Math.max(0, f.data.steps - 1));
+  setRange('bits', f.quant.bitsMin, 16);
+  setRange('budget', f.select.budgetMin, T);
+  setRange('recent', 0, T);
+  setRange('window', 1, f.data.steps);
+  setRange('future', 0, Math.max(0, f.data.steps - 1));
+  figure('budget-min', f.select.budgetMin,
+    fill(t(app.lang, 'select.budget-min'), { sinks: grouped(f.select.sinkCount), min: grouped(f.select.budgetMin) }));
   const ch = $('#channel');
   if (ch.options.length !== f.data.channels + 1) {
     // (the setting in use: a channel of a link was not an option yet when the controls were
@@ -1106,6 +1118,20 @@ async function flush() {
     // The last good view stays; put the message next to the control that caused it. Keys the
     // person changed again meanwhile keep their newer value.
     const field = e.field;
+    // A scheme change that leaves the bits below the new scheme's fewest (1 bit asymmetric,
+    // then symmetric): the bits go to that fewest, said beside them, and the change is sent
+    // again (it was refused, and the slider rested on 1 under a view of 4 bits).
+    const r = e.refusal;
+    if (field === 'bits' && !changed.has('bits') && r?.kind === 'bits' && r.bits < r.min) {
+      const bits = $('#bits');
+      app.settings.bits = r.min;
+      writeControl(bits, r.min);
+      for (const [k, c] of changed) if (!app.pending.has(k)) app.pending.set(k, c);
+      app.pending.set('bits', bits);
+      app.commit ||= commit;
+      app.clamped = { control: bits, field: 'bits', textKey: 'quant.bits-raised', textFields: { bits: r.bits, min: r.min } };
+      return;
+    }
     const byField = field && document.querySelector(`[data-key="${field}"]`);
     const control = byField || [...changed.values()].pop() || null;
     clearErrors(app.good, control);
@@ -1171,6 +1197,8 @@ function schedule(control, commit) {
   app.settings[key] = value;
   app.pending.set(key, control);
   app.commit ||= commit;
+  // (a value the page moved and said so, moved again by hand: the note is done)
+  if (app.clamped?.field === key && !(key in BOUNDED)) app.clamped = null;
   bound(key, control);
   if (key === 'tokens' || key === 'steps') {
     // B and r cannot exceed T, nor w exceed S: follow the data as the sliders' ranges do.
@@ -1190,7 +1218,8 @@ function schedule(control, commit) {
     app.pending.set('channel', control);
   }
   if (key === 'bits') $('#bits-value').textContent = control.value;
-  for (const o of document.querySelectorAll(`[data-echo="${key}"]`)) o.textContent = control.value;
+  // (a slider and the number field beside it: each shows what the other was moved to)
+  for (const o of document.querySelectorAll(`[data-key="${key}"]`)) if (o !== control) o.value = control.value;
   if (key === 'method') document.body.dataset.method = control.value;
   if (key === 'model') document.body.dataset.model = control.value === 'custom' ? 'custom' : 'preset';
   // An idle engine gets the change at once: after this task's other events (a select's input
