@@ -564,6 +564,19 @@ pub enum FitKind {
     AnyLength,
     /// Even the search's limit, [`FIT_LIMIT`] tokens ([`Fit::tokens`]), fits: more would too.
     Beyond,
+    /// The compressed cache keeps a fixed number of tokens ([`Keep::Tokens`], [`Fit::tokens`])
+    /// and nothing else in it grows with the context (an index list, no score state): a
+    /// context of any length fits.
+    Capped,
+}
+
+/// How the kept tokens follow the context when a cache is counted at another length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// The kept fraction `t_kept / t_total` stays.
+    Fraction,
+    /// The kept count `t_kept` stays (all tokens when the context is shorter).
+    Tokens,
 }
 
 /// How much context fits in a memory budget.
@@ -579,8 +592,18 @@ pub struct Fit {
 /// The longest context [`tokens_that_fit`] tries: [`breakdown`]'s own limit, `2^32` tokens.
 pub const FIT_LIMIT: u64 = 1 << 32;
 
+/// [`tokens_that_fit_keeping`] with the kept fraction kept ([`Keep::Fraction`]).
+pub fn tokens_that_fit(
+    model: &ModelConfig,
+    c: &Compression,
+    memory_bytes: u64,
+) -> Result<Fit, BudgetError> {
+    tokens_that_fit_keeping(model, c, memory_bytes, Keep::Fraction)
+}
+
 /// How many tokens of context fit in `memory_bytes` under `c`'s ratios (`t_total` and
-/// `t_kept` are replaced; the kept fraction `t_kept / t_total` is kept). Binary search over
+/// `t_kept` are replaced; `keep` says whether the kept fraction `t_kept / t_total` or the kept
+/// count `t_kept` stays: with a fixed count the cache may stop growing, [`FitKind::Capped`]). Binary search over
 /// `1..=2^32`. A context whose cache would count more bytes than [`MAX_BYTES`] does not fit
 /// (no memory budget holds it), so only the model's own errors are errors. Where every layer
 /// slides, the cache stops growing at the window: when the window fits, any length does.
@@ -591,28 +614,34 @@ pub const FIT_LIMIT: u64 = 1 << 32;
 /// let fit = tokens_that_fit(&mistral, &Compression::none(32_768), 80 << 30).unwrap();
 /// assert_eq!((fit.kind, fit.tokens), (FitKind::AnyLength, 4096));
 /// ```
-pub fn tokens_that_fit(
+pub fn tokens_that_fit_keeping(
     model: &ModelConfig,
     c: &Compression,
     memory_bytes: u64,
+    keep: Keep,
 ) -> Result<Fit, BudgetError> {
     model.validate()?;
     let frac = c.t_kept as f64 / c.t_total.max(1) as f64;
-    let fits = |t: u64| -> Result<bool, BudgetError> {
-        let kept = ((t as f64 * frac).ceil() as u64).clamp(1, t);
+    let bytes = |t: u64| -> Result<Option<u64>, BudgetError> {
+        let kept = match keep {
+            Keep::Fraction => (t as f64 * frac).ceil() as u64,
+            Keep::Tokens => c.t_kept,
+        };
         match breakdown(
             model,
             &Compression {
                 t_total: t,
-                t_kept: kept,
+                t_kept: kept.clamp(1, t),
                 ..*c
             },
         ) {
-            Ok(b) => Ok(b.m_final <= memory_bytes),
-            Err(BudgetError::Overflow) => Ok(false),
+            Ok(b) => Ok(Some(b.m_final)),
+            Err(BudgetError::Overflow) => Ok(None),
             Err(e) => Err(e),
         }
     };
+    let fits =
+        |t: u64| -> Result<bool, BudgetError> { Ok(bytes(t)?.is_some_and(|b| b <= memory_bytes)) };
     let found = |tokens, kind| Ok(Fit { tokens, kind });
     if !fits(1)? {
         return found(0, FitKind::Tokens);
@@ -625,6 +654,11 @@ pub fn tokens_that_fit(
         }
         hi = window;
     } else if fits(hi)? {
+        // A fixed count whose cache stops growing once the context passes it.
+        let held = c.t_kept.clamp(1, hi);
+        if keep == Keep::Tokens && bytes(held)? == bytes(hi)? {
+            return found(held, FitKind::Capped);
+        }
         return found(hi, FitKind::Beyond);
     }
     let mut lo = 1u64;

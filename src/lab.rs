@@ -291,6 +291,11 @@ pub struct BudgetFigures {
     pub context_fit_fp: u64,
     /// What `context_fit_fp` is, as `context_fit_kind`.
     pub context_fit_fp_kind: FitKind,
+    /// Kept tokens at the model's context: the data's kept fraction of it, or the data's kept
+    /// count (`keep`), at most the context.
+    pub kept_at_context: u64,
+    /// How it follows the context (the `keep` setting).
+    pub keep: crate::state::KeepChoice,
     /// Independent kept sets in the model (per layer, per KV head or per query head).
     pub selection_copies: u64,
     /// How many copies of K/V the scope makes the cache hold (n_heads / n_kv for per query head).
@@ -1736,8 +1741,16 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
     let model = model_of(s);
     let t = data.attention.cols() as f64;
     let ctx = s.context;
-    let kept_ctx = ((ctx as f64) * kept as f64 / t).ceil() as u64;
-    let mut c = compression(s, ctx, kept_ctx.clamp(1, ctx), s.bits);
+    let keep = match s.keep {
+        crate::state::KeepChoice::Fraction => crate::budget::Keep::Fraction,
+        crate::state::KeepChoice::Tokens => crate::budget::Keep::Tokens,
+    };
+    let kept_ctx = match keep {
+        crate::budget::Keep::Fraction => ((ctx as f64) * kept as f64 / t).ceil() as u64,
+        crate::budget::Keep::Tokens => kept as u64,
+    }
+    .clamp(1, ctx);
+    let mut c = compression(s, ctx, kept_ctx, s.bits);
     c.batch = s.batch;
     let scope = match s.scope {
         Scope::Layer => SelectionScope::PerLayer,
@@ -1753,13 +1766,15 @@ fn budget_figures(data: &Data, s: &Settings, kept: usize) -> Result<BudgetFigure
     let extrapolated = scoped.breakdown;
     c.selection_copies = scoped.memory.selection_copies;
     let memory = s.memory_gib.saturating_mul(1 << 30);
-    let fit = tokens_that_fit(&model, &c, memory)?;
+    let fit = crate::budget::tokens_that_fit_keeping(&model, &c, memory, keep)?;
     let fp = Compression {
         batch: s.batch,
         ..Compression::none(ctx)
     };
     let fit_fp = tokens_that_fit(&model, &fp, memory)?;
     Ok(BudgetFigures {
+        kept_at_context: kept_ctx,
+        keep: s.keep,
         selection_copies: scoped.memory.selection_copies,
         kv_copy_factor: scoped.memory.kv_copy_factor,
         context_fit: fit.tokens,
@@ -3685,6 +3700,59 @@ mod tests {
         assert_eq!((v.outlier_ratio, v.outliers), (9.0, true));
         let v = KeysVerdict::of(&pcs, &pts, &[2.0, 1.0, 3.0, 1.5]);
         assert_eq!((v.outlier_ratio, v.outliers), (2.0, false));
+    }
+
+    #[test]
+    fn the_extrapolation_keeps_the_fraction_or_the_count_of_tokens() {
+        use crate::budget::FitKind;
+        use crate::state::KeepChoice;
+        // B = 128 of T = 512 on the data; Llama-3-8B at 32,768 tokens.
+        let at = |keep| {
+            let lab = Lab::new(Settings {
+                keep,
+                ..Settings::default()
+            })
+            .unwrap();
+            lab.figures().budget.clone()
+        };
+        let fraction = at(KeepChoice::Fraction);
+        assert_eq!(fraction.kept_at_context, 8192); // a quarter of 32,768
+        assert_eq!(fraction.extrapolated.t_kept, 8192);
+        let tokens = at(KeepChoice::Tokens);
+        assert_eq!(tokens.kept_at_context, 128);
+        assert_eq!(tokens.extrapolated.t_kept, 128);
+        assert!(tokens.extrapolated.m_final < fraction.extrapolated.m_final);
+        // The kept tokens, their score state and their index list stay the same at any
+        // length: any context fits (the search's limit was no answer).
+        assert_eq!(
+            (tokens.context_fit_kind, tokens.context_fit),
+            (FitKind::Capped, 128)
+        );
+        assert_eq!(fraction.context_fit_kind, FitKind::Tokens);
+        // A keep-mask grows with the context (a bit per token): a finite, longer context fits.
+        let mask = Lab::new(Settings {
+            keep: KeepChoice::Tokens,
+            index: crate::state::IndexChoice::Mask,
+            ..Settings::default()
+        })
+        .unwrap();
+        let mask = &mask.figures().budget;
+        assert_eq!(mask.context_fit_kind, FitKind::Tokens);
+        assert!(mask.context_fit > 100 * fraction.context_fit);
+        // A context shorter than B keeps all of it.
+        let short = Lab::new(Settings {
+            keep: KeepChoice::Tokens,
+            context: 100,
+            ..Settings::default()
+        })
+        .unwrap();
+        assert_eq!(short.figures().budget.kept_at_context, 100);
+        // The choice goes in the link.
+        let s = Settings {
+            keep: KeepChoice::Tokens,
+            ..Settings::default()
+        };
+        assert_eq!(s.to_query(), "keep=tokens");
     }
 
     #[test]

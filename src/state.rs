@@ -68,6 +68,18 @@ pub enum IndexChoice {
     Mask,
 }
 
+/// How the kept tokens follow the model's context in the extrapolation (section 1): H2O's and
+/// SnapKV's budgets are absolute in their papers (keep B tokens whatever the length); the
+/// note's ratios read as a fraction (keep B/T of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeepChoice {
+    /// The same fraction `|K| / T` of the context.
+    Fraction,
+    /// The same `|K|` tokens (all of them when the context is shorter).
+    Tokens,
+}
+
 /// Which heads share one kept set, for the model extrapolation (GQA).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -156,6 +168,8 @@ pub struct Settings {
     pub batch: u64,
     /// Index kind for `M_index`.
     pub index: IndexChoice,
+    /// How the kept tokens follow the context in the extrapolation (`keep=fraction|tokens`).
+    pub keep: KeepChoice,
     /// Which heads share a kept set (model extrapolation).
     pub scope: Scope,
     /// Page language, `en` or `zh`.
@@ -202,6 +216,7 @@ impl Default for Settings {
             context: 32768,
             batch: 1,
             index: IndexChoice::List,
+            keep: KeepChoice::Fraction,
             scope: Scope::KvHead,
             lang: "en".into(),
             embed: None,
@@ -576,6 +591,10 @@ const POOLS: [(&str, PoolKind); 3] = [
 ];
 const INDEXES: [(&str, IndexChoice); 2] =
     [("list", IndexChoice::List), ("mask", IndexChoice::Mask)];
+const KEEPS: [(&str, KeepChoice); 2] = [
+    ("fraction", KeepChoice::Fraction),
+    ("tokens", KeepChoice::Tokens),
+];
 const SCOPES: [(&str, Scope); 3] = [
     ("layer", Scope::Layer),
     ("kv-head", Scope::KvHead),
@@ -845,6 +864,11 @@ impl Settings {
                         s.batch = v;
                     }
                 }
+                "keep" => {
+                    if let Some(v) = p.choice("keep", raw, &KEEPS) {
+                        s.keep = v;
+                    }
+                }
                 "index" => {
                     if let Some(v) = p.choice("index", raw, &INDEXES) {
                         s.index = v;
@@ -1017,6 +1041,7 @@ impl Settings {
         num!(context);
         num!(batch);
         pick!(index, INDEXES);
+        pick!(keep, KEEPS);
         pick!(scope, SCOPES);
         if self.lang != d.lang {
             out.push(("lang", V::S(&self.lang)));
@@ -1266,6 +1291,7 @@ mod tests {
             context: 1 << 20,
             batch: 8,
             index: IndexChoice::Mask,
+            keep: KeepChoice::Tokens,
             scope: Scope::QueryHead,
             lang: "zh".into(),
             embed: Some(Embed::Select),

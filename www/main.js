@@ -24,7 +24,7 @@ const SECTIONS_OF = {
   method: SEL, budget: SEL, recent: SEL, window: SEL, pool: SEL, kernel: SEL, sinks: SEL,
   future: ['compare'], model: ['budget'], memory_gib: ['budget'], scope: ['budget'],
   kivi_kbits: ['quant'], kivi_vbits: ['quant'], kivi_group: ['quant'], kivi_residual: ['quant'], layers: ['budget'], kv_heads: ['budget'],
-  head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'],
+  head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'], keep: ['budget'],
 };
 const ALL = ['budget', 'quant', 'select', 'compare'];
 // Charts of a section that some of its controls do not change: the policy strips show which
@@ -447,6 +447,10 @@ function writeFigures(f) {
     ? `${grouped(n)} ${t(app.lang, 'budget.tokens')}`
     : fill(t(app.lang, `budget.fit.${kind}`), { n: grouped(n) }));
   figure('context-fit', b.contextFit, tok(b.contextFit, b.contextFitKind));
+  figure('kept-at-context', b.keptAtContext, fill(t(app.lang, `budget.kept.${b.keep}`), {
+    kept: grouped(b.keptAtContext), context: grouped(b.extrapolated.t_total),
+    dataKept: grouped(b.data.t_kept), T: grouped(b.data.t_total), bits: f.quant.bits,
+  }));
   figure('scope-copies', b.kvCopyFactor, fill(t(app.lang, 'scope.copies'),
     { n: grouped(b.selectionCopies), k: b.kvCopyFactor }));
   figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp, b.contextFitFpKind));

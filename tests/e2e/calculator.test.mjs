@@ -136,3 +136,24 @@ test('the kept-token index list breaks between ranges, never inside a number, on
     await own.close();
   }
 });
+
+test('the extrapolation keeps the fraction or the number of tokens, as chosen and said', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  const said = () => page.locator('[data-figure="kept-at-context"]').textContent();
+  // B = 128 of T = 512; Llama-3-8B at 32,768 tokens.
+  assert.equal(await said(), '8,192 of 32,768 tokens kept, the fraction this data keeps (128 of 512); 4 bits');
+  const fraction = await figure(page, 'gib-final');
+  await page.getByLabel('Kept tokens at this context').selectOption('tokens');
+  await settle(page);
+  assert.equal(await said(), '128 of 32,768 tokens kept: the same 128 as on this data (B is absolute, as in H2O and SnapKV); 4 bits');
+  assert.ok(await figure(page, 'gib-final') < fraction / 10);
+  // Nothing in this cache grows with the context: any length fits, said so, not a search limit.
+  assert.equal(await page.locator('[data-figure="context-fit"]').textContent(), 'any length (the compressed cache holds 128 tokens)');
+  assert.match(page.url(), /keep=tokens/);
+  await page.getByRole('button', { name: 'Switch language' }).click();
+  await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
+  await settle(page);
+  assert.equal(await said(), '保留 32,768 个 token 中的 128 个：与本数据相同的 128 个（B 是绝对数量，如 H2O 和 SnapKV）；4 位');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
