@@ -12,7 +12,8 @@ use crate::quant::{Granularity, MetaDtype, Scheme};
 use crate::synth::{AttentionPreset, MAX_ELEMENTS};
 use serde::{Deserialize, Serialize};
 
-/// Which section the page shows alone in embed mode (`?embed=quant|select|budget`).
+/// Which section the page shows alone in embed mode
+/// (`?embed=budget|quant|select|compare|together`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Embed {
@@ -22,6 +23,10 @@ pub enum Embed {
     Select,
     /// The budget section.
     Budget,
+    /// The policy comparison (3b).
+    Compare,
+    /// Both levers together (section 4).
+    Together,
 }
 
 /// The token-selection method of the selection section.
@@ -601,10 +606,12 @@ const SCOPES: [(&str, Scope); 3] = [
     ("query-head", Scope::QueryHead),
 ];
 const LANGS: [(&str, &str); 2] = [("en", "en"), ("zh", "zh")];
-const EMBEDS: [(&str, Embed); 3] = [
+const EMBEDS: [(&str, Embed); 5] = [
     ("quant", Embed::Quant),
     ("select", Embed::Select),
     ("budget", Embed::Budget),
+    ("compare", Embed::Compare),
+    ("together", Embed::Together),
 ];
 
 /// The URL token of `raw` when `raw` is an option's long name (its serde name, which the

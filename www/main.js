@@ -489,9 +489,11 @@ function writeKivi(k) {
 function writeCompare(c, s) {
   const steps = (n) => t(app.lang, n === 1 ? 'unit.step' : 'unit.steps');
   // (with steps held out, the table's mass retained is over other steps than section 3's)
+  // (embedded alone, the comparison does not point to section 3, which is hidden)
+  const alone = app.good?.embed === 'compare' ? '.embed' : '';
   const rows = c.evalRows < s
-    ? fill(t(app.lang, 'compare.rows'), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
-    : fill(t(app.lang, 'compare.rows.all'), { s, sSteps: steps(s) });
+    ? fill(t(app.lang, `compare.rows${alone}`), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
+    : fill(t(app.lang, `compare.rows.all${alone}`), { s, sSteps: steps(s) });
   figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
     rows + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
   const body = $('#compare-rows');
@@ -602,7 +604,7 @@ function canvasSize(canvas) {
 function drawSpec(names) {
   const charts = [];
   const sizes = {};
-  const shownIn = { quant: ['quant'], select: ['select', 'compare'], budget: ['budget'] };
+  const shownIn = { quant: ['quant'], select: ['select'], compare: ['compare'], budget: ['budget'], together: ['together'] };
   for (const name of new Set(names)) {
     const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
     if (!canvas) continue;
@@ -2213,6 +2215,15 @@ function present(view, live = true) {
   }
   if (view.settings.embed) {
     document.body.classList.add('embed', `embed-${view.settings.embed}`);
+    // A text that points to another section has a wording of its own for a section shown
+    // alone (`key.embed`): the embed hides what it would point to.
+    for (const el of document.querySelectorAll('[data-i18n]')) {
+      const alone = `${el.dataset.i18n}.embed`;
+      if (alone in TEXT.en) {
+        el.dataset.i18n = alone;
+        el.textContent = t(app.lang, alone);
+      }
+    }
   }
   // (The language may have been switched while the first computation ran.)
   app.settings = { ...view.settings, lang: app.lang };

@@ -2,7 +2,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, open, urlWith, figure, figureText, setNumber, choose, settle, expandRanges } from './helpers.mjs';
+import { launch, open, urlWith, figure, figureText, setNumber, choose, settle, expandRanges, inkShare } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -213,11 +213,18 @@ test('the last view survives a reload; Reset returns to the defaults', async () 
   await page.close();
 });
 
-for (const section of ['quant', 'select', 'budget']) {
-  test(`embed=${section} shows that section alone`, async () => {
-    const { page, problems } = await open(browser.context, urlWith({ embed: section }));
-    for (const other of ['data', 'quant', 'select', 'budget', 'together']) {
+for (const section of ['budget', 'quant', 'select', 'compare', 'together']) {
+  test(`embed=${section} shows that section alone, with texts that point to no hidden section`, async () => {
+    const { page, problems } = await open(browser.context, urlWith({ embed: section, lang: 'en' }));
+    for (const other of ['data', 'budget', 'quant', 'select', 'compare', 'together']) {
       assert.equal(await page.locator(`#${other}`).isVisible(), other === section, `#${other}`);
+    }
+    // (the comparison's steps line and the levers' measure spoke of sections 2 and 3)
+    const text = await page.locator(`#${section}`).innerText();
+    assert.doesNotMatch(text, /section \d|(selection|quantization|comparison) (below|above)/i, text);
+    // Its charts are drawn.
+    for (const chart of await page.locator(`#${section} canvas[data-chart]`).evaluateAll((cs) => cs.map((c) => c.dataset.chart))) {
+      assert.ok(await inkShare(page, chart) > 0.005, `${section}: ${chart} drawn`);
     }
     assert.deepEqual(problems, []);
     await page.close();
