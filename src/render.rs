@@ -327,6 +327,7 @@ pub fn error_heatmap<DB: DrawingBackend>(
                 colormap: style.colormap,
                 range: (0.0, f64::from(max_err)),
                 label: l.get("chart.errmap.bar"),
+                scale: chart::BarScale::Linear,
             }),
             legend: StateLabels {
                 sink: "",
@@ -418,6 +419,7 @@ pub fn attention_heatmap<DB: DrawingBackend>(
                 colormap: style.colormap,
                 range: (0.0, f64::from(hi * hi)),
                 label: l.get("chart.attn.bar"),
+                scale: chart::BarScale::Sqrt,
             }),
             legend: l.states(),
         },

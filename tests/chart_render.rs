@@ -841,6 +841,7 @@ fn heatmap_frame_leaves_the_plot_empty_and_aligns_the_strip() {
             colormap: Colormap::Viridis,
             range: (0.0, 0.25),
             label: "attention a[t][i]",
+            scale: BarScale::Sqrt,
         }),
         legend: StateLabels {
             sink: "sink",
@@ -866,9 +867,16 @@ fn heatmap_frame_leaves_the_plot_empty_and_aligns_the_strip() {
         "recent",
         "dropped",
         "0.25",
+        // a square-root bar: a quarter of the range is drawn half-way up (it said 0.13)
+        "0.06",
     ] {
         assert!(t.contains(&l), "missing {l:?} in {t:?}");
     }
+    assert!(
+        !t.iter()
+            .any(|x| x.starts_with("0.12") || x.starts_with("0.13")),
+        "{t:?}"
+    );
     // nothing drawn inside the plotting area: the page puts the pixels there
     let inside = els.iter().filter(|e| {
         (e.tag == "rect" && e.rect_inside(rect) && e.num("width") < f64::from(rect.w))
@@ -1675,6 +1683,7 @@ fn degenerate_inputs_never_panic() {
                     colormap: Colormap::Cividis,
                     range: (nan, nan),
                     label: "c",
+                    scale: BarScale::Linear,
                 }),
                 legend: LABELS,
             };

@@ -542,6 +542,18 @@ pub struct ColorbarView<'a> {
     pub range: (f64, f64),
     /// Name of the value, e.g. "|x − x̂|" or "attention".
     pub label: &'a str,
+    /// How the colours follow the value: the bar's middle tick names the value drawn there
+    /// (a quarter of the range on a square-root scale, not half).
+    pub scale: BarScale,
+}
+
+/// How a heatmap's colours follow its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarScale {
+    /// Colour position = `(v - lo) / (hi - lo)`.
+    Linear,
+    /// Colour position = `sqrt((v - lo) / (hi - lo))`: small values stay visible.
+    Sqrt,
 }
 
 /// Axes, ticks and labels around a heatmap's pixel buffer.
@@ -705,7 +717,12 @@ fn draw_colorbar<DB: DrawingBackend>(
     let text = style
         .text(0.85, style.foreground)
         .pos(Pos::new(HPos::Left, VPos::Center));
-    for (v, y) in [(hi, top), ((lo + hi) / 2.0, top + h / 2), (lo, top + h - 1)] {
+    // (the value whose colour is half-way up the bar)
+    let mid = match cb.scale {
+        BarScale::Linear => lo + span / 2.0,
+        BarScale::Sqrt => lo + span / 4.0,
+    };
+    for (v, y) in [(hi, top), (mid, top + h / 2), (lo, top + h - 1)] {
         area.draw_text(&tick_text(v, span), &text, (bx1 + style.px(4.0), y))
             .map_err(draw_err)?;
     }

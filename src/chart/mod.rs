@@ -48,8 +48,8 @@ pub use compare_charts::{policy_strips, tradeoff, PolicyStripsView, TradeoffCurv
 pub use downsample::{pixel_buckets, token_states, TokenState};
 pub use heatmap::{
     attention_heatmap_rgba, attention_heatmap_rgba_pooled, draw_heatmap_frame, error_heatmap_rgba,
-    heatmap_rgba, pool_attention, pool_max, AttentionLayers, AttentionMarks, ColorbarView,
-    HeatmapFrameView, MAX_PIXELS,
+    heatmap_rgba, pool_attention, pool_max, AttentionLayers, AttentionMarks, BarScale,
+    ColorbarView, HeatmapFrameView, MAX_PIXELS,
 };
 pub use quant_charts::{
     group_error_bars, quant_histogram, row_error_vs_bound, GroupErrorView, QuantHistogramView,
