@@ -724,11 +724,14 @@ fn chunk<T>(data: &[T], i: usize, len: usize) -> &[T] {
 ///
 /// Tokens are taken [`BLOCK`] at a time, so each row's running sum is read and written once per
 /// block rather than once per token: the loop is bound by that traffic, not by the arithmetic.
-/// `values` are already `f64` (converted once per evaluation).
+/// `values` are already `f64` (converted once per evaluation): row `i` of `values` is token
+/// `i`'s, or with `packed` the `k`-th token of `tokens`' (only those rows were converted).
+#[allow(clippy::too_many_arguments)]
 fn accumulate(
     eval_t: &[f32],
     rows: usize,
     values: &[f64],
+    packed: bool,
     d: usize,
     tokens: &[usize],
     num: &mut [f64],
@@ -738,12 +741,12 @@ fn accumulate(
         return;
     }
     let col = |i: usize| chunk(eval_t, i, rows);
-    let val = |i: usize| chunk(values, i, d);
+    let val = |pos: usize, i: usize| chunk(values, if packed { pos } else { i }, d);
     let mut blocks = tokens.chunks_exact(BLOCK);
-    for block in blocks.by_ref() {
+    for (b, block) in blocks.by_ref().enumerate() {
         let tok = |k: usize| block.get(k).copied().unwrap_or(usize::MAX);
         let cols: [&[f32]; BLOCK] = std::array::from_fn(|k| col(tok(k)));
-        let vals: [&[f64]; BLOCK] = std::array::from_fn(|k| val(tok(k)));
+        let vals: [&[f64]; BLOCK] = std::array::from_fn(|k| val(b * BLOCK + k, tok(k)));
         if cols.iter().any(|c| c.len() != rows) || vals.iter().any(|v| v.len() != d) {
             continue;
         }
@@ -773,8 +776,9 @@ fn accumulate(
             }
         }
     }
-    for &i in blocks.remainder() {
-        add_token(col(i), val(i), d, num, m);
+    let first = tokens.len() - blocks.remainder().len();
+    for (k, &i) in blocks.remainder().iter().enumerate() {
+        add_token(col(i), val(first + k, i), d, num, m);
     }
 }
 
@@ -862,7 +866,16 @@ impl Evaluator {
                 let mut m = vec![0f64; rows];
                 let all: Vec<usize> = (0..total).collect();
                 let exact_values: Vec<f64> = v.data().iter().map(|&x| f64::from(x)).collect();
-                accumulate(&eval_t, rows, &exact_values, d, &all, &mut exact, &mut m);
+                accumulate(
+                    &eval_t,
+                    rows,
+                    &exact_values,
+                    false,
+                    d,
+                    &all,
+                    &mut exact,
+                    &mut m,
+                );
                 let mut exact_norm = Vec::with_capacity(rows);
                 for (o, &s) in exact.chunks_exact_mut(d).zip(&row_sum) {
                     if s != 0.0 {
@@ -923,7 +936,16 @@ impl Evaluator {
         let rows = self.eval.rows();
         let mut num = vec![0f64; rows * ctx.d];
         let mut m = vec![0f64; rows];
-        accumulate(&self.eval_t, rows, &ctx.hat, ctx.d, kept, &mut num, &mut m);
+        accumulate(
+            &self.eval_t,
+            rows,
+            &ctx.hat,
+            false,
+            ctx.d,
+            kept,
+            &mut num,
+            &mut m,
+        );
         Some(Self::errors_from(ctx, &num, &m))
     }
 
@@ -989,14 +1011,17 @@ impl Outputs {
         let kept = distinct_kept(kept, total)?;
         let rows = self.ev.eval.rows();
         let (mut num, mut m) = (vec![0f64; rows * ctx.d], vec![0f64; rows]);
-        let mut v = vec![0f64; ctx.d];
+        // Only the kept rows, as f64, in kept order (`packed`).
+        let mut values = Vec::with_capacity(kept.len() * ctx.d);
         for &i in &kept {
-            for (x, &y) in v.iter_mut().zip(chunk(values_hat.data(), i, ctx.d)) {
-                *x = f64::from(y);
-            }
-            let col = chunk(&self.ev.eval_t, i, rows);
-            add_token(col, &v, ctx.d, &mut num, &mut m);
+            values.extend(
+                chunk(values_hat.data(), i, ctx.d)
+                    .iter()
+                    .map(|&x| f64::from(x)),
+            );
         }
+        let eval_t = &self.ev.eval_t;
+        accumulate(eval_t, rows, &values, true, ctx.d, &kept, &mut num, &mut m);
         let e = Evaluator::errors_from(ctx, &num, &m);
         Ok(e.iter().sum::<f64>() / e.len().max(1) as f64)
     }
@@ -1327,7 +1352,7 @@ fn sweep_one(
         }
         let new = order.get(admitted..budget).unwrap_or(&[]);
         match &ev.values {
-            Some(ctx) => accumulate(&ev.eval_t, rows, &ctx.hat, d, new, &mut num, &mut m),
+            Some(ctx) => accumulate(&ev.eval_t, rows, &ctx.hat, false, d, new, &mut num, &mut m),
             None => accumulate_mass(&ev.eval_t, rows, new, &mut m),
         }
         admitted = budget.max(admitted);
