@@ -344,7 +344,7 @@ async function memory(browser, page, cdp) {
 // ------------------------------------------------------------------------------------------
 // Workload runs
 
-/** The page's start-up marks (`kvlab:load:*`, see README "Performance"), in load order. */
+/** The page's start-up marks (`kvlab:load:*`, see docs/performance.md), in load order. */
 const LOAD_MARKS = ['ahead', 'connect', 'upload-checked', 'engine-started', 'engine-wasmReady', 'engine-computed', 'computed', 'figures', 'first-charts', 'first-painted', 'engine-charts-painted', 'engine-completed', 'drawn'];
 
 /** The load just made in `page` (readyProbe installed): times from its navigation start. */

@@ -91,3 +91,37 @@ test('B, r and w take exact values typed beside their sliders, at T = 131,072', 
   assert.deepEqual(problems, []);
   await page.close();
 });
+
+test('on a phone, the chart a slider drives is in view while the slider moves', async () => {
+  const phone = await launch({ viewport: { width: 390, height: 800 } });
+  try {
+    const { page, problems } = await open(phone.context, urlWith({ lang: 'en' }));
+    const inView = (selector) => page.locator(selector).first().evaluate((el) => {
+      const r = el.getBoundingClientRect();
+      return r.top >= -1 && r.bottom <= window.innerHeight + 1 && r.height > 0;
+    });
+    for (const [slider, chart] of [['#bits', 'hist'], ['#bits', 'errmap'], ['#budget-b', 'attn'],
+      ['#budget-b', 'mass'], ['#recent', 'scores']]) {
+      // Scrolled down to the chart (its bottom at the screen's), the slider is still on screen.
+      await page.locator(`canvas[data-chart="${chart}"]`).evaluate((c) => c.scrollIntoView({ block: 'end' }));
+      await settle(page);
+      assert.ok(await inView(`canvas[data-chart="${chart}"]`), `${chart} in view`);
+      assert.ok(await inView(slider), `${slider} in view beside ${chart}`);
+      // Moved by keys, it leaves the chart in view, and the chart answers.
+      const before = await page.locator(slider).inputValue();
+      await page.locator(slider).focus();
+      await page.keyboard.press('ArrowLeft');
+      await settle(page);
+      assert.notEqual(await page.locator(slider).inputValue(), before, `${slider} moved`);
+      assert.ok(await inView(`canvas[data-chart="${chart}"]`), `${chart} still in view`);
+    }
+    // On a desktop the sliders sit in their column as before (not stuck over the charts).
+    assert.deepEqual(problems, []);
+  } finally {
+    await phone.close();
+  }
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  assert.equal(await page.locator('#bits').evaluate((el) => getComputedStyle(el.closest('.drive')).position), 'static');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
