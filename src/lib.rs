@@ -34,6 +34,7 @@ pub mod lab;
 pub mod policy;
 pub mod quant;
 pub mod render;
+pub mod rng;
 pub mod select;
 pub mod state;
 pub mod synth;

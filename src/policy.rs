@@ -422,15 +422,7 @@ pub fn policy_scores(
     Ok(Some(scores))
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny, well-mixed generator, the same on every target
-/// (also the crate's unit tests' source of random inputs).
-pub(crate) fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use crate::rng::splitmix64;
 
 /// Ranks of a seeded permutation of `0..total`: the first token drawn scores `total`, the
 /// last scores 1.

@@ -2070,7 +2070,7 @@ mod tests {
         // signs), values near one another, and the edges: the derived error must be bit for
         // bit the error computed in f32.
         let mut state = 7u64;
-        let mut next = move || crate::policy::splitmix64(&mut state);
+        let mut next = move || crate::rng::splitmix64(&mut state);
         let finite = |b: u32| {
             let v = f32::from_bits(b);
             if v.is_finite() {

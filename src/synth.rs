@@ -48,12 +48,11 @@
 //!
 //! Same seed and same spec give bit-identical data on native targets and on `wasm32`. Randomness
 //! comes from our own xoshiro256** seeded by SplitMix64 (no `rand`, whose streams may change
-//! between versions). `f64::exp`, `ln`, `sin` from `std` are *not* used: they call the platform's
+//! between versions). `f64::exp` and `ln` from `std` are *not* used: they call the platform's
 //! libm on native targets and Rust's libm port on `wasm32`, which may round differently in the
-//! last bit. The private `exp` and `ln` here use only `+ - * /`, `sqrt`, integer casts and
-//! exponent bits, which IEEE 754 defines exactly (round-to-nearest) on every target; Rust never
-//! fuses `a * b + c` into an FMA on its own, and no value here is ever NaN (whose bit patterns
-//! `wasm32` leaves open). `usize` is 32 bits on `wasm32`, so sizes are checked in `u64` and random
+//! last bit; the `libm` crate's (pure Rust, `+ - * /` and bit operations, which IEEE 754 defines
+//! exactly on every target) are. Rust never fuses `a * b + c` into an FMA on its own, and no
+//! value here is ever NaN (whose bit patterns `wasm32` leaves open). `usize` is 32 bits on `wasm32`, so sizes are checked in `u64` and random
 //! numbers never depend on `usize`. Normal variates invert one uniform with Acklam's rational
 //! approximation of the inverse normal CDF (relative error < 1.2e-9, far below `f32`
 //! resolution; only its tails need `ln` and `sqrt`), read for speed from a cubic-Hermite table in
@@ -812,54 +811,18 @@ const STREAM_KV_LAYOUT: u64 = 0x3c6e_f372_fe94_f82b;
 const STREAM_KEYS: u64 = 0xa54f_f53a_5f1d_36f1;
 const STREAM_VALUES: u64 = 0x510e_527f_ade6_82d1;
 
-/// xoshiro256** (Blackman & Vigna), seeded through SplitMix64. Integer-only, so identical on
-/// every platform.
-#[derive(Debug, Clone)]
-struct Rng {
-    s: [u64; 4],
+/// The generators' random numbers: [`crate::rng`]'s xoshiro256**, one stream per purpose.
+type Rng = crate::rng::Xoshiro256;
+
+/// Normal draws on top of the uniform generator (the tables are the generators' own).
+trait Normal {
+    /// Standard normal.
+    fn normal(&mut self) -> f64;
+    /// A standard normal and an independent coin of [`COIN_SIDES`] sides from the same draw.
+    fn normal_and_coin(&mut self, table: &[[f64; 4]]) -> (f64, u64);
 }
 
-impl Rng {
-    /// An independent stream per (seed, purpose), so e.g. the layout does not shift when the
-    /// number of rows changes.
-    fn stream(seed: u64, stream: u64) -> Self {
-        let mut sm = seed ^ stream;
-        let mut next = || {
-            sm = sm.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = sm;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        // SplitMix64 never yields four zeros in a row, so the state is never all zero.
-        Self {
-            s: [next(), next(), next(), next()],
-        }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let s = &mut self.s;
-        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in `[0, 1)` with 53 random bits.
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform integer in `0..n` (`n >= 1`), by multiply-shift (bias below `n / 2^64`).
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
+impl Normal for Rng {
     /// Standard normal by inversion of one open uniform `p = (k + 0.5) / 2^53`: in the central
     /// `p` in `[1/64, 63/64)` (97% of draws) by the cubic-Hermite table of [`normal_table`], in
     /// the tails by [`inverse_normal_cdf`] directly.
@@ -936,106 +899,15 @@ fn sample_distinct(rng: &mut Rng, lo: usize, hi: usize, k: usize) -> Vec<usize> 
     set.into_iter().map(|x| x + lo).collect()
 }
 
-/// `ln 2` split for Cody-Waite reduction (fdlibm): `LN2_HI` has 32 trailing zero bits, so
-/// `k * LN2_HI` is exact for every `|k| < 2^20`.
-const LN2_HI: f64 = 6.931_471_803_691_238e-1; // 0x3fe62e42fee00000
-const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3dea39ef35793c76
-/// `1/13!, 1/12!, ..., 1/1!, 1/0!`: Horner coefficients of the Taylor series of `e^r`.
-const EXP_TAYLOR: [f64; 14] = [
-    1.0 / 6_227_020_800.0,
-    1.0 / 479_001_600.0,
-    1.0 / 39_916_800.0,
-    1.0 / 3_628_800.0,
-    1.0 / 362_880.0,
-    1.0 / 40_320.0,
-    1.0 / 5_040.0,
-    1.0 / 720.0,
-    1.0 / 120.0,
-    1.0 / 24.0,
-    1.0 / 6.0,
-    1.0 / 2.0,
-    1.0,
-    1.0,
-];
-/// `1/23, 1/21, ..., 1/3, 1`: Horner coefficients (in `s^2`) of `atanh(s) / s`.
-const LN_ATANH: [f64; 12] = [
-    1.0 / 23.0,
-    1.0 / 21.0,
-    1.0 / 19.0,
-    1.0 / 17.0,
-    1.0 / 15.0,
-    1.0 / 13.0,
-    1.0 / 11.0,
-    1.0 / 9.0,
-    1.0 / 7.0,
-    1.0 / 5.0,
-    1.0 / 3.0,
-    1.0,
-];
-
-/// `e^x` from `+ - *`, an integer cast and exponent bits only (portable; see the module docs). Relative
-/// error about 1e-16 for `|x| < 700`; `0` below `-708`, `+inf` above `709.7`.
+/// `e^x`: libm's (a pure-Rust port of musl's), so the same bits on native targets and on
+/// `wasm32` (std's `f64::exp` calls the platform's libm natively).
 fn exp(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    if x > 709.7 {
-        return f64::INFINITY;
-    }
-    if x < -708.0 {
-        return 0.0;
-    }
-    // x = k ln2 + r, |r| <= ln2 / 2 (Cody-Waite split of ln2 keeps r exact to ~1e-20). The
-    // cast truncates toward zero, so adding +-0.5 rounds to nearest.
-    let k = (x * std::f64::consts::LOG2_E + if x < 0.0 { -0.5 } else { 0.5 }) as i64;
-    let kf = k as f64;
-    let r = (x - kf * LN2_HI) - kf * LN2_LO;
-    // Taylor series to r^13 (Horner): truncation error < 0.35^14 / 14! ~ 4e-18.
-    let mut p = EXP_TAYLOR[0];
-    for &c in &EXP_TAYLOR[1..] {
-        p = p * r + c;
-    }
-    // p = e^r in [0.7, 1.42]; scale by 2^k in two steps so k near -1022 stays normal.
-    let half = k / 2;
-    p * pow2(half) * pow2(k - half)
+    libm::exp(x)
 }
 
-/// `2^k` for `-1022 <= k <= 1023`, built from exponent bits.
-fn pow2(k: i64) -> f64 {
-    f64::from_bits(((k + 1023) as u64) << 52)
-}
-
-/// Natural log for `x > 0` from `+ - * /` and exponent bits only (portable; see the module
-/// docs). Relative error about 1e-16. Non-positive or NaN input gives NaN (never used so).
+/// Natural log (libm's, as [`exp`]).
 fn ln(x: f64) -> f64 {
-    if x.is_nan() || x <= 0.0 {
-        return f64::NAN;
-    }
-    if x.is_infinite() {
-        return x;
-    }
-    let (x, e_adj) = if x < f64::MIN_POSITIVE {
-        (x * pow2(54), -54i64)
-    } else {
-        (x, 0)
-    };
-    let bits = x.to_bits();
-    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023 + e_adj;
-    // m in [1, 2), then folded into [sqrt(1/2), sqrt(2)).
-    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
-    if m > std::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
-    // ln m = 2 atanh(s), s = (m - 1)/(m + 1), |s| < 0.1716: series to s^23 (error < 1e-19).
-    let s = (m - 1.0) / (m + 1.0);
-    let s2 = s * s;
-    let mut p = LN_ATANH[0];
-    for &c in &LN_ATANH[1..] {
-        p = p * s2 + c;
-    }
-    let e = e as f64;
-    (e * LN2_HI + 2.0 * s * p) + e * LN2_LO
+    libm::log(x)
 }
 
 /// Inverse standard normal CDF by Acklam's rational approximation (relative error < 1.15e-9),
@@ -1092,44 +964,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn portable_exp_matches_std_closely() {
-        let mut x = -700.0;
-        while x < 700.0 {
-            let (ours, theirs) = (exp(x), x.exp());
-            assert!(
-                ((ours - theirs) / theirs).abs() < 4e-16,
-                "exp({x}) = {ours} vs {theirs}"
-            );
-            x += 0.137;
-        }
-        assert_eq!(LN2_HI.to_bits(), 0x3fe6_2e42_fee0_0000);
-        assert_eq!(LN2_LO.to_bits(), 0x3dea_39ef_3579_3c76);
-        assert_eq!(exp(0.0), 1.0);
-        assert_eq!(exp(-1000.0), 0.0);
-        assert_eq!(exp(1000.0), f64::INFINITY);
-    }
-
-    #[test]
-    fn portable_ln_matches_std_closely() {
-        for &x in &[
-            1e-300, 1e-310, 0.01, 0.5, 0.7, 0.7072, 1.0, 1.5, 2.0, 3.0, 1e10, 1e300,
-        ] {
-            let (ours, theirs) = (ln(x), x.ln());
-            assert!(
-                (ours - theirs).abs() <= 4e-16 * theirs.abs().max(1e-300),
-                "ln({x}) = {ours} vs {theirs}"
-            );
-        }
-        let mut x = 1e-6;
-        while x < 1e6 {
-            assert!((ln(x) - x.ln()).abs() <= 5e-16 * x.ln().abs().max(1.0));
-            x *= 1.013;
-        }
-        assert_eq!(ln(1.0), 0.0);
-        assert!(ln(0.0).is_nan() && ln(-1.0).is_nan());
-    }
-
-    #[test]
     fn inverse_normal_cdf_is_accurate_and_monotone() {
         // Known quantiles.
         for (p, z) in [
@@ -1183,14 +1017,6 @@ mod tests {
             mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
             "{mean} {var}"
         );
-    }
-
-    #[test]
-    fn xoshiro_reference_stream() {
-        // xoshiro256** from state [1, 2, 3, 4]: first outputs of the reference C code.
-        let mut rng = Rng { s: [1, 2, 3, 4] };
-        let got: Vec<u64> = (0..3).map(|_| rng.next_u64()).collect();
-        assert_eq!(got, vec![11520, 0, 1509978240]);
     }
 
     #[test]
