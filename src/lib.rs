@@ -22,25 +22,20 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod budget;
 pub mod chart;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod first_view;
 pub mod io;
 #[cfg(target_arch = "wasm32")]
 pub mod js;
-pub mod kivi;
 pub mod lab;
-pub mod policy;
-pub mod quant;
 pub mod render;
-pub mod rng;
-pub mod select;
 pub mod state;
-pub mod synth;
-pub mod tensor;
 pub mod upload;
 #[cfg(all(target_arch = "wasm32", feature = "page"))]
 mod web;
 
-pub use tensor::{Matrix, ShapeError};
+// The numeric core lives in `crates/core` (no page, no plotting, no wasm); its modules are
+// re-exported here under their own names, so `kvlab::quant` is `kvlab_core::quant`.
+pub use kvlab_core::{budget, kivi, policy, quant, rng, select, synth, tensor};
+pub use kvlab_core::{Matrix, ShapeError};

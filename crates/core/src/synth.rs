@@ -176,7 +176,7 @@ pub enum SynthError {
 /// the logit formula each knob enters. Check with [`AttentionSpec::validate`].
 ///
 /// ```
-/// use kvlab::synth::{attention, AttentionPreset, AttentionSpec};
+/// use kvlab_core::synth::{attention, AttentionPreset, AttentionSpec};
 /// let spec = AttentionSpec::preset(AttentionPreset::SinkLocal, 8, 64, 7);
 /// let a = attention(&spec).unwrap();
 /// assert_eq!((a.rows(), a.cols()), (8, 64));
@@ -557,7 +557,7 @@ impl NoiseTable {
 /// [`values`] (they draw from different streams, so `K != V`). Check with [`KvSpec::validate`].
 ///
 /// ```
-/// use kvlab::synth::{keys, kv_layout, values, KvSpec};
+/// use kvlab_core::synth::{keys, kv_layout, values, KvSpec};
 /// let spec = KvSpec { skewed_channels: 2, skew: 1.0, ..KvSpec::default() };
 /// let (k, v) = (keys(&spec).unwrap(), values(&spec).unwrap());
 /// assert_eq!((k.rows(), k.cols()), (128, 64));
@@ -732,7 +732,7 @@ pub fn values(spec: &KvSpec) -> Result<Matrix, SynthError> {
 /// overwhelming probability) bit-identical matrices; tests compare them across platforms.
 ///
 /// ```
-/// use kvlab::{synth::fingerprint, Matrix};
+/// use kvlab_core::{synth::fingerprint, Matrix};
 /// let a = Matrix::new(1, 2, vec![0.5, 0.25]).unwrap();
 /// let b = Matrix::new(2, 1, vec![0.5, 0.25]).unwrap();
 /// assert_ne!(fingerprint(&a), fingerprint(&b));

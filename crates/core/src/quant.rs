@@ -513,7 +513,7 @@ fn group_extremes(x: View<'_>, layout: &GroupLayout) -> (Vec<f32>, Vec<f32>, boo
 /// Quantizes `x` with `config` (note §2.1 / §2.3).
 ///
 /// ```
-/// use kvlab::{Matrix, quant::{quantize, QuantConfig}};
+/// use kvlab_core::{Matrix, quant::{quantize, QuantConfig}};
 /// // one channel [1.5, -3.0, 0.5] at 3 bits: qmax = 3, scale = 3/3 = 1
 /// let x = Matrix::new(3, 1, vec![1.5, -3.0, 0.5]).unwrap();
 /// let q = quantize(&x, &QuantConfig::per_channel_symmetric(3)).unwrap();
@@ -530,8 +530,8 @@ pub fn quantize(x: &Matrix, config: &QuantConfig) -> Result<Quantized, QuantErro
 /// of the same shape allocates no code buffer. The result is the same as [`quantize`]'s.
 ///
 /// ```
-/// use kvlab::quant::{quantize, quantize_reusing, QuantConfig};
-/// use kvlab::Matrix;
+/// use kvlab_core::quant::{quantize, quantize_reusing, QuantConfig};
+/// use kvlab_core::Matrix;
 /// let x = Matrix::new(2, 2, vec![1.0, -2.0, 0.5, 4.0]).unwrap();
 /// let q4 = quantize(&x, &QuantConfig::per_channel_symmetric(4)).unwrap();
 /// let codes = q4.into_codes();
@@ -551,7 +551,7 @@ pub fn quantize_reusing(
 /// only the layout does, so a caller that quantizes the same tensor again and again (the page,
 /// as a bits or scheme control moves) keeps them in a slot given to [`quantize_memo`].
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Extremes {
+pub struct Extremes {
     layout: GroupLayout,
     lo: Vec<f32>,
     hi: Vec<f32>,
@@ -561,7 +561,7 @@ pub(crate) struct Extremes {
 impl Extremes {
     /// The smallest and largest value of group `group` under `layout`, if these are that
     /// layout's extremes.
-    pub(crate) fn of(&self, layout: &GroupLayout, group: usize) -> Option<(f32, f32)> {
+    pub fn of(&self, layout: &GroupLayout, group: usize) -> Option<(f32, f32)> {
         if self.layout != *layout {
             return None;
         }
@@ -573,7 +573,7 @@ impl Extremes {
 /// this layout, else finding them and leaving them there. `memo` must only ever be given the
 /// same `x` (the lab keeps one per tensor of its data and clears it with the data). The result
 /// is the same as [`quantize`]'s.
-pub(crate) fn quantize_memo(
+pub fn quantize_memo(
     x: &Matrix,
     config: &QuantConfig,
     codes: Vec<i32>,
@@ -584,11 +584,7 @@ pub(crate) fn quantize_memo(
 
 /// [`quantize`] of the first `n` rows of `x` (`1..=rows`; more is taken as all), without copying
 /// them out.
-pub(crate) fn quantize_head(
-    x: &Matrix,
-    n: usize,
-    config: &QuantConfig,
-) -> Result<Quantized, QuantError> {
+pub fn quantize_head(x: &Matrix, n: usize, config: &QuantConfig) -> Result<Quantized, QuantError> {
     quantize_view(View::head(x, n.max(1)), config, Vec::new(), None)
 }
 
@@ -905,7 +901,7 @@ impl Quantized {
 
     /// Calls `f(row, x_hat_row)` for every row in order, `x_hat` as [`Quantized::dequantize`],
     /// without building the whole tensor.
-    pub(crate) fn for_each_dequantized_row(&self, mut f: impl FnMut(usize, &[f32])) {
+    pub fn for_each_dequantized_row(&self, mut f: impl FnMut(usize, &[f32])) {
         let cols = self.layout.cols.max(1);
         let mut buf = vec![0f32; cols];
         let mut d = Dequant::new(self);
@@ -1173,7 +1169,7 @@ impl MetaDtype {
 /// Bytes of `n` codes of `bits` each, bit-packed: `ceil(n * bits / 8)`.
 ///
 /// ```
-/// assert_eq!(kvlab::quant::packed_code_bytes(10, 3), 4); // 30 bits -> 4 bytes
+/// assert_eq!(kvlab_core::quant::packed_code_bytes(10, 3), 4); // 30 bits -> 4 bytes
 /// ```
 pub fn packed_code_bytes(n: u64, bits: u8) -> u64 {
     (n.saturating_mul(u64::from(bits))).div_ceil(8)
@@ -1286,7 +1282,7 @@ pub fn try_error_stats(
 }
 
 /// [`try_error_stats`] of the first `n` rows of `x` (`1..=rows`), without copying them out.
-pub(crate) fn try_error_stats_head(
+pub fn try_error_stats_head(
     x: &Matrix,
     n: usize,
     q: &Quantized,
@@ -1379,10 +1375,10 @@ impl Lanes {
 }
 
 /// `(max |x - y|, sum |x - y|, sum (x - y)^2, sum x^2)` over two equally long slices (the
-/// shorter length if not), in `f64`, the sums in the [`Lanes`] order of the flat index:
+/// shorter length if not), in `f64`, the sums in the `Lanes` order of the flat index:
 /// element `i` in lane `i % 8`, lanes combined as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) +
 /// (l6 + l7))`.
-pub(crate) fn flat_error_sums(x: &[f32], y: &[f32]) -> (f64, f64, f64, f64) {
+pub fn flat_error_sums(x: &[f32], y: &[f32]) -> (f64, f64, f64, f64) {
     const BLOCK: usize = 64 * LANES;
     let (mut abs, mut sq, mut sig) = (Lanes::ZERO, Lanes::ZERO, Lanes::ZERO);
     let mut max = 0f64;
@@ -1677,12 +1673,12 @@ pub fn analyze_reusing(
     analyze_memo(x, q, source_bytes, meta, abs_err, rows, &mut None)
 }
 
-/// [`analyze_reusing`], taking `sum x^2` (in the [`Lanes`] order; it depends on `x` only) from
+/// [`analyze_reusing`], taking `sum x^2` (in the `Lanes` order; it depends on `x` only) from
 /// `sig_sq` when it holds it, else computing it and leaving it there: a caller that analyses
 /// the same tensor again and again (the page, as a quantization control moves) skips that
 /// part of the pass. `sig_sq` must only ever be given the same `x` (the lab keeps one per
 /// tensor of its data and clears it with the data). The result is the same as [`analyze`]'s.
-pub(crate) fn analyze_memo(
+pub fn analyze_memo(
     x: &Matrix,
     q: &Quantized,
     source_bytes: u64,

@@ -181,7 +181,7 @@ impl KiviConfig {
     /// module's remainder rule: `n_v = max(T - R, 0)`, `n_k = floor(n_v / G_k) * G_k`.
     ///
     /// ```
-    /// use kvlab::kivi::KiviConfig;
+    /// use kvlab_core::kivi::KiviConfig;
     /// let c = KiviConfig { key_group: 4, residual: 2, ..KiviConfig::default() };
     /// assert_eq!(c.quantized_tokens(11), (8, 9)); // keys: 2 full groups; 3 key tokens stay fp16
     /// assert_eq!(c.quantized_tokens(2), (0, 0));
@@ -332,7 +332,7 @@ fn stream_bytes(
 /// `1..=value_channels`, a count that overflows 64 bits.
 ///
 /// ```
-/// use kvlab::kivi::{kivi_bytes, KiviConfig};
+/// use kvlab_core::kivi::{kivi_bytes, KiviConfig};
 /// // KIVI-2 on 4096 + 128 tokens of d = 128: the quantized part costs 2 + 32/32 = 3 bits
 /// let b = kivi_bytes(4224, 128, 128, &KiviConfig::default()).unwrap();
 /// assert_eq!(b.keys.quantized_bits, 3.0);
@@ -502,7 +502,7 @@ fn quantize_head(
 /// `keys` is `T x d_k`, `values` is `T x d_v` (the same `T`), finite.
 ///
 /// ```
-/// use kvlab::{Matrix, kivi::{kivi_quantize, KiviConfig}};
+/// use kvlab_core::{Matrix, kivi::{kivi_quantize, KiviConfig}};
 /// let k = Matrix::new(4, 1, vec![0.0, 1.0, 2.0, 3.0]).unwrap();
 /// let v = Matrix::new(4, 2, vec![0.0, 3.0, 1.0, 2.0, 5.0, 5.0, 7.0, 1.0]).unwrap();
 /// let cfg = KiviConfig { key_bits: 2, key_group: 2, value_bits: 2, value_group: 2,
@@ -661,7 +661,7 @@ fn granularity_error(
 /// size and, when it divides both, the same metadata).
 ///
 /// ```
-/// use kvlab::{kivi::channel_vs_token_error, synth::{keys, KvSpec}};
+/// use kvlab_core::{kivi::channel_vs_token_error, synth::{keys, KvSpec}};
 /// let k = keys(&KvSpec { outlier_channels: 4, outlier_scale: 10.0, ..KvSpec::default() }).unwrap();
 /// let c = channel_vs_token_error(&k, 2, Some(32)).unwrap();
 /// assert!(c.per_channel.mean_channel_relative_rmse < 0.5 * c.per_token.mean_channel_relative_rmse);

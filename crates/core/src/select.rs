@@ -157,7 +157,7 @@ pub enum Pooling {
 /// `score_i = sum_t a[t][i]` over all rows of `attention` (note §3.1), summed in `f64`.
 ///
 /// ```
-/// use kvlab::{Matrix, select::cumulative_scores};
+/// use kvlab_core::{Matrix, select::cumulative_scores};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -173,7 +173,7 @@ pub fn cumulative_scores(attention: &Matrix) -> Vec<f32> {
 /// (row `rows.start` first), then rounded to `f32`. Rows past the end of `attention` are ignored.
 ///
 /// Non-finite weights are not checked: a column holding one sums to NaN or an infinity.
-pub(crate) fn column_sums(attention: &Matrix, rows: std::ops::Range<usize>) -> Vec<f32> {
+pub fn column_sums(attention: &Matrix, rows: std::ops::Range<usize>) -> Vec<f32> {
     let cols = attention.cols();
     let data = attention.data();
     let end = rows.end.min(attention.rows());
@@ -236,7 +236,7 @@ fn check_finite_attention(attention: &Matrix) -> Result<(), SelectError> {
 }
 
 /// Tokens [`rank_key`] can tell apart (its index field has 32 bits).
-pub(crate) const RANK_KEY_MAX_TOKENS: u64 = 1 << 32;
+pub const RANK_KEY_MAX_TOKENS: u64 = 1 << 32;
 
 /// A `u32` whose unsigned order is [`f32::total_cmp`]'s order of `x`.
 #[inline]
@@ -250,7 +250,7 @@ fn order_key(x: f32) -> u32 {
 /// ascending index: the order [`heavy_plus_recent`] ranks by. Needs `index < 2^32`
 /// ([`RANK_KEY_MAX_TOKENS`]).
 #[inline]
-pub(crate) fn rank_key(score: f32, index: usize) -> u64 {
+pub fn rank_key(score: f32, index: usize) -> u64 {
     (u64::from(!order_key(score)) << 32) | index as u64
 }
 
@@ -333,7 +333,7 @@ pub fn heavy_plus_recent(
 /// `budget` in `1..=T`; any `recent >= 0` (when `r >= B` the last `B` tokens are kept).
 ///
 /// ```
-/// use kvlab::{Matrix, select::h2o};
+/// use kvlab_core::{Matrix, select::h2o};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -380,7 +380,7 @@ pub fn observation_scores(
 /// [`observation_scores`] of the first `rows` rows of `attention` (`rows` in `1..=S`), without
 /// copying them and without checking the weights are finite (the caller has): the window is the
 /// last `window` of those rows, `window` in `1..=rows`.
-pub(crate) fn observation_scores_of_rows(
+pub fn observation_scores_of_rows(
     attention: &Matrix,
     rows: usize,
     window: usize,
@@ -471,7 +471,7 @@ fn pool_in_place(xs: &mut [f32], pooling: Pooling, total: usize) -> Result<(), S
 /// `total >= 1`, `budget` in `1..=total`, `sinks` in `0..=budget`.
 ///
 /// ```
-/// let s = kvlab::select::streaming_llm(10, 4, 1).unwrap();
+/// let s = kvlab_core::select::streaming_llm(10, 4, 1).unwrap();
 /// assert_eq!(s.kept, vec![0, 7, 8, 9]);
 /// ```
 pub fn streaming_llm(total: usize, budget: usize, sinks: usize) -> Result<Selection, SelectError> {
@@ -497,8 +497,8 @@ pub fn streaming_llm(total: usize, budget: usize, sinks: usize) -> Result<Select
 /// `R_token = total / kept` (note §3.3); an error unless `0 < kept <= total`.
 ///
 /// ```
-/// assert_eq!(kvlab::select::compression_ratio(4096, 1024).unwrap(), 4.0);
-/// assert!(kvlab::select::compression_ratio(10, 0).is_err());
+/// assert_eq!(kvlab_core::select::compression_ratio(4096, 1024).unwrap(), 4.0);
+/// assert!(kvlab_core::select::compression_ratio(10, 0).is_err());
 /// ```
 pub fn compression_ratio(total: usize, kept: usize) -> Result<f64, SelectError> {
     if kept == 0 || kept > total {

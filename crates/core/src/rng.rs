@@ -8,7 +8,7 @@
 /// tests' random inputs.
 ///
 /// ```
-/// use kvlab::rng::splitmix64;
+/// use kvlab_core::rng::splitmix64;
 /// let mut s = 0;
 /// assert_eq!(splitmix64(&mut s), 0xe220_a839_7b1d_cdaf); // the reference's first output
 /// ```

@@ -65,7 +65,7 @@ pub enum BudgetError {
 pub const MAX_BYTES: u64 = (1 << 53) - 1;
 
 /// `v` as a byte count of a breakdown, or [`BudgetError::Overflow`] above [`MAX_BYTES`].
-pub(crate) fn byte_count(v: u128) -> Result<u64, BudgetError> {
+pub fn byte_count(v: u128) -> Result<u64, BudgetError> {
     u64::try_from(v)
         .ok()
         .filter(|&v| v <= MAX_BYTES)
@@ -73,7 +73,7 @@ pub(crate) fn byte_count(v: u128) -> Result<u64, BudgetError> {
 }
 
 /// The sum of byte counts, checked as [`byte_count`] checks one.
-pub(crate) fn byte_sum(xs: &[u64]) -> Result<u64, BudgetError> {
+pub fn byte_sum(xs: &[u64]) -> Result<u64, BudgetError> {
     byte_count(xs.iter().map(|&x| u128::from(x)).sum())
 }
 
@@ -390,7 +390,7 @@ fn stream_terms(
 /// Computes `M_KV,final` and the ratios for `model` under `c` (note §1 and §4).
 ///
 /// ```
-/// use kvlab::budget::{breakdown, Compression, ModelConfig};
+/// use kvlab_core::budget::{breakdown, Compression, ModelConfig};
 /// let llama2 = &ModelConfig::presets()[0];
 /// assert_eq!(llama2.bytes_token_fp(), 524_288); // 2 x 32 x 32 x 128 x 2 bytes
 /// let b = breakdown(llama2, &Compression { t_kept: 1024, ..Compression::none(4096) }).unwrap();
@@ -530,7 +530,7 @@ pub fn breakdown(model: &ModelConfig, c: &Compression) -> Result<Breakdown, Budg
 /// `R_quant ~ s_fp / s_q` ignoring metadata (note §2.4): `fp_bytes * 8 / bits`.
 ///
 /// ```
-/// assert_eq!(kvlab::budget::r_quant(2, 8), 2.0); // BF16 -> INT8
+/// assert_eq!(kvlab_core::budget::r_quant(2, 8), 2.0); // BF16 -> INT8
 /// ```
 pub fn r_quant(fp_bytes: u64, bits: u8) -> f64 {
     (fp_bytes * 8) as f64 / f64::from(bits.max(1))
@@ -540,7 +540,7 @@ pub fn r_quant(fp_bytes: u64, bits: u8) -> f64 {
 /// `bits + groups x meta bits / elements` (e.g. 2 bits, group 32, fp16 scale + min = 3 bits).
 ///
 /// ```
-/// use kvlab::{budget::effective_bits, quant::{MetaDtype, Scheme}};
+/// use kvlab_core::{budget::effective_bits, quant::{MetaDtype, Scheme}};
 /// assert_eq!(effective_bits(2, Scheme::Asymmetric, 32, MetaDtype::F16), 3.0);
 /// ```
 pub fn effective_bits(bits: u8, scheme: Scheme, group_size: u64, meta: MetaDtype) -> f64 {
@@ -609,7 +609,7 @@ pub fn tokens_that_fit(
 /// slides, the cache stops growing at the window: when the window fits, any length does.
 ///
 /// ```
-/// use kvlab::budget::{tokens_that_fit, Compression, FitKind, ModelConfig};
+/// use kvlab_core::budget::{tokens_that_fit, Compression, FitKind, ModelConfig};
 /// let mistral = ModelConfig::presets().into_iter().find(|m| m.name.starts_with("Mistral")).unwrap();
 /// let fit = tokens_that_fit(&mistral, &Compression::none(32_768), 80 << 30).unwrap();
 /// assert_eq!((fit.kind, fit.tokens), (FitKind::AnyLength, 4096));

@@ -161,7 +161,7 @@ enum PoolingDef {
 /// all of them are judged on the same steps.
 ///
 /// ```
-/// use kvlab::{Matrix, policy::{select_with, Policy}};
+/// use kvlab_core::{Matrix, policy::{select_with, Policy}};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -354,7 +354,7 @@ fn eval_range(steps: usize, observed_rows: usize) -> (usize, usize) {
 /// `1..=S_o` or a bad pooling kernel, the oracle with `S_o = S`.
 ///
 /// ```
-/// use kvlab::{Matrix, policy::{policy_scores, Policy}};
+/// use kvlab_core::{Matrix, policy::{policy_scores, Policy}};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -463,7 +463,7 @@ fn effective_recent(policy: &Policy, recent: usize) -> usize {
 /// Deterministic: ties in score go to the lower token index; random depends only on its seed.
 ///
 /// ```
-/// use kvlab::{Matrix, policy::{select_with, Policy}};
+/// use kvlab_core::{Matrix, policy::{select_with, Policy}};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -589,7 +589,7 @@ impl PreparedPolicy {
 /// The score vectors of a list of policies on one attention history and observation point,
 /// computed once and reused while only the budget or the recent window changes.
 #[derive(Debug, Clone)]
-pub(crate) struct PolicyScores {
+pub struct PolicyScores {
     observed_rows: usize,
     entries: Vec<PreparedPolicy>,
 }
@@ -598,7 +598,7 @@ impl PolicyScores {
     /// Scores of each of `policies` on `attention` observed up to `observed_rows`. Entries of
     /// `reuse` (which must come from the same attention) with the same policy and observation
     /// point are taken over instead of being computed again.
-    pub(crate) fn new(
+    pub fn new(
         policies: &[Policy],
         attention: &Matrix,
         observed_rows: usize,
@@ -630,7 +630,7 @@ impl PolicyScores {
     }
 
     /// Whether these are the scores of `policies` observed up to `observed_rows`.
-    pub(crate) fn is_for(&self, policies: &[Policy], observed_rows: usize) -> bool {
+    pub fn is_for(&self, policies: &[Policy], observed_rows: usize) -> bool {
         self.observed_rows == observed_rows
             && self.entries.len() == policies.len()
             && self
@@ -669,7 +669,7 @@ pub struct QualityReport {
 
 /// The evaluation rows and values, prepared once for many kept sets.
 #[derive(Debug)]
-pub(crate) struct Evaluator {
+pub struct Evaluator {
     /// Evaluation rows (`E x T`).
     eval: Matrix,
     /// The same, transposed (`T x E`): token `i`'s weights from every row, contiguous.
@@ -804,7 +804,7 @@ fn accumulate_mass(eval_t: &[f32], rows: usize, tokens: &[usize], m: &mut [f64])
 impl Evaluator {
     /// Checks the inputs and prepares the evaluation rows of `attention` for `observed_rows`,
     /// with the exact outputs when `values` are given (`values_hat`: their de-quantized form).
-    pub(crate) fn new(
+    pub fn new(
         attention: &Matrix,
         values: Option<&Matrix>,
         values_hat: Option<&Matrix>,
@@ -980,7 +980,7 @@ impl Outputs {
     /// `values_hat` (`T x d`, finite): the same figure, up to `f64` summation order.
     ///
     /// ```
-    /// use kvlab::{Matrix, policy::Outputs};
+    /// use kvlab_core::{Matrix, policy::Outputs};
     /// let a = Matrix::new(1, 3, vec![0.5, 0.25, 0.25]).unwrap();
     /// let v = Matrix::new(3, 1, vec![2.0, 4.0, 0.0]).unwrap();
     /// let out = Outputs::new(&a, &v).unwrap();
@@ -1084,7 +1084,7 @@ fn summarize(mass: &[f64], errors: Option<&[f64]>, kept: usize, total: usize) ->
 /// (duplicates count once), at least one. Runs in `O(E |kept| d + E T d)`.
 ///
 /// ```
-/// use kvlab::{Matrix, policy::output_error};
+/// use kvlab_core::{Matrix, policy::output_error};
 /// let a = Matrix::new(1, 3, vec![0.5, 0.25, 0.25]).unwrap();
 /// let v = Matrix::new(3, 1, vec![2.0, 4.0, 0.0]).unwrap();
 /// // o = 2; keep {0, 1}: o_hat = (1 + 1) / 0.75 = 8/3; e = (2/3) / 2 = 1/3
@@ -1112,7 +1112,7 @@ pub fn output_error(
 /// outside `0..T`, an empty kept set.
 ///
 /// ```
-/// use kvlab::{Matrix, policy::quality};
+/// use kvlab_core::{Matrix, policy::quality};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -1137,7 +1137,7 @@ pub fn quality(
 /// are computed once for all policies.
 ///
 /// ```
-/// use kvlab::{Matrix, policy::{compare, Policy}};
+/// use kvlab_core::{Matrix, policy::{compare, Policy}};
 /// let a = Matrix::new(3, 4, vec![0.60, 0.20, 0.10, 0.10,
 ///                                0.70, 0.10, 0.10, 0.10,
 ///                                0.05, 0.05, 0.10, 0.80]).unwrap();
@@ -1194,7 +1194,7 @@ pub fn compare_selections(
 /// [`compare_selections`] with the evaluation and the scores prepared (on the same attention
 /// and observation point): only the selections at `budget` and `recent` and their reports are
 /// computed.
-pub(crate) fn compare_prepared(
+pub fn compare_prepared(
     ev: &Evaluator,
     scores: &PolicyScores,
     budget: usize,
@@ -1282,7 +1282,7 @@ pub fn sweep(
 
 /// [`sweep`] with the evaluation and the scores prepared (on the same attention and
 /// observation point).
-pub(crate) fn sweep_prepared(
+pub fn sweep_prepared(
     ev: &Evaluator,
     scores: &PolicyScores,
     budgets: &[usize],
@@ -1443,7 +1443,7 @@ pub fn per_head_selection(
 /// ([`SelectionScope::PerKvHead`]).
 ///
 /// ```
-/// use kvlab::{Matrix, policy::{shared_selection, Aggregate, Policy}};
+/// use kvlab_core::{Matrix, policy::{shared_selection, Aggregate, Policy}};
 /// let h1 = Matrix::new(1, 3, vec![0.7, 0.2, 0.1]).unwrap();
 /// let h2 = Matrix::new(1, 3, vec![0.1, 0.3, 0.6]).unwrap();
 /// // mean [0.4, 0.25, 0.35] -> {0}; max [0.7, 0.3, 0.6] -> {0}; each top-1 differs
@@ -1537,7 +1537,7 @@ pub struct SelectionMemory {
 /// `n_heads` not a multiple of the KV streams.
 ///
 /// ```
-/// use kvlab::{budget::ModelConfig, policy::{selection_memory, SelectionScope}};
+/// use kvlab_core::{budget::ModelConfig, policy::{selection_memory, SelectionScope}};
 /// let llama3 = ModelConfig::presets().into_iter().find(|m| m.name == "Llama-3-8B").unwrap();
 /// let m = selection_memory(&llama3, SelectionScope::PerQueryHead).unwrap();
 /// assert_eq!((m.kv_copy_factor, m.selection_copies), (4, 32 * 32)); // 32 / 8 heads
@@ -1587,8 +1587,8 @@ pub struct ScopedBreakdown {
 /// selection copies and K/V copies of `scope` (`compression.selection_copies` is replaced).
 ///
 /// ```
-/// use kvlab::budget::{Compression, ModelConfig};
-/// use kvlab::policy::{scoped_breakdown, SelectionScope};
+/// use kvlab_core::budget::{Compression, ModelConfig};
+/// use kvlab_core::policy::{scoped_breakdown, SelectionScope};
 /// let llama3 = ModelConfig::presets().into_iter().find(|m| m.name == "Llama-3-8B").unwrap();
 /// let c = Compression { t_kept: 1024, ..Compression::none(4096) };
 /// let shared = scoped_breakdown(&llama3, &c, SelectionScope::PerKvHead).unwrap();

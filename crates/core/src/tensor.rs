@@ -44,7 +44,7 @@ pub enum ShapeError {
 /// A dense row-major `f32` matrix with `rows >= 1`, `cols >= 1` and `data.len() == rows * cols`.
 ///
 /// ```
-/// use kvlab::Matrix;
+/// use kvlab_core::Matrix;
 /// let m = Matrix::new(2, 3, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
 /// assert_eq!(m.get(1, 0), Some(4.0));
 /// assert_eq!(m.row(1), Some(&[4.0, 5.0, 6.0][..]));
@@ -83,7 +83,7 @@ impl fmt::Debug for Matrix {
 /// Whether every value of `xs` is finite, at memory speed: `x * 0.0` is `±0.0` for a finite
 /// `x` and NaN for an infinity or NaN, and a sum of zeros never becomes NaN, so the lane sums
 /// below are NaN exactly when some value is not finite (lanes so that the compiler vectorises).
-pub(crate) fn all_finite(xs: &[f32]) -> bool {
+pub fn all_finite(xs: &[f32]) -> bool {
     const LANES: usize = 16;
     let mut lanes = [0f32; LANES];
     let mut chunks = xs.chunks_exact(LANES);
@@ -96,7 +96,7 @@ pub(crate) fn all_finite(xs: &[f32]) -> bool {
 }
 
 /// Index of the first value of `xs` that is NaN or infinite.
-pub(crate) fn first_non_finite(xs: &[f32]) -> Option<usize> {
+pub fn first_non_finite(xs: &[f32]) -> Option<usize> {
     if all_finite(xs) {
         None
     } else {
