@@ -1,6 +1,6 @@
-//! JavaScript-facing helpers (wasm32 only) shared by the page's module (`web`, feature `page`)
-//! and the upload module (the `upload/` crate): errors as JavaScript `Error`s with a `field`
-//! naming the control, results as plain objects, progress callbacks.
+//! JavaScript-facing helpers of the page's module (wasm32 only, `web`, feature `page`): errors as
+//! JavaScript `Error`s with a `field` naming the control, results as plain objects, progress
+//! callbacks. (The upload module, on `kvlab-io` alone, words its errors the same way itself.)
 
 use crate::budget::BudgetError;
 use crate::lab::{LabError, Stage};

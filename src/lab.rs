@@ -2551,53 +2551,30 @@ pub struct PolicyKept {
     pub kept_ranges: String,
 }
 
-/// What an uploaded file holds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FileSummary {
-    /// File name.
-    pub file: String,
-    /// One-line summary, in English ([`crate::io::FileAbout::english`] of `about`).
-    pub summary: String,
-    /// What `summary` says, as fields, so the page can say it in its language.
-    pub about: crate::io::FileAbout,
-    /// Loaded tensors.
-    pub tensors: Vec<TensorSummary>,
-    /// Tensors not loaded, with the reason (in English, and as fields for a page that words
-    /// it in its language).
-    pub skipped: Vec<crate::io::SkippedTensor>,
+pub use crate::upload::{FileSummary, TensorSummary, UploadChoice};
+
+impl From<crate::upload::UploadError> for LabError {
+    fn from(e: crate::upload::UploadError) -> Self {
+        match e {
+            crate::upload::UploadError::Load(e) => LabError::Load(e.to_string().into()),
+            other => LabError::Range {
+                field: "file",
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
-/// One loaded tensor.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TensorSummary {
-    /// Name (the file name for single-tensor formats).
-    pub name: String,
-    /// Shape.
-    pub shape: Vec<usize>,
-    /// Stored dtype.
-    pub dtype: String,
-}
-
-/// Which uploaded tensors to use.
-#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct UploadChoice {
-    /// Attention tensor name.
-    pub attention: String,
-    /// Keys tensor name.
-    pub keys: String,
-    /// Values tensor name (optional).
-    pub values: Option<String>,
-    /// `head`, `mean`, `max` or `sum` for `[H,S,T]` attention.
-    pub head_mode: String,
-    /// Attention head for `head` mode.
-    pub head: usize,
-    /// KV layer.
-    pub layer: usize,
-    /// KV head.
-    pub kv_head: usize,
-    /// Normalise attention rows to sum to 1.
-    pub normalise: bool,
+impl From<crate::upload::ChosenError> for LabError {
+    fn from(e: crate::upload::ChosenError) -> Self {
+        match e {
+            crate::upload::ChosenError::Tokens(m) => m.into(),
+            crate::upload::ChosenError::Nothing => LabError::Range {
+                field: "file",
+                message: e.to_string(),
+            },
+        }
+    }
 }
 
 /// The result of using uploaded tensors.
@@ -3475,6 +3452,30 @@ mod tests {
             ..small()
         };
         assert_eq!(lab.update(&s).unwrap().select.kept_count, 8);
+    }
+
+    /// An upload's refusals reach the page as the lab's errors, at the file control, with the
+    /// upload's own words.
+    #[test]
+    fn upload_refusals_are_the_file_controls_errors() {
+        use crate::upload::{Chosen, ChosenError, UploadError, Uploads};
+        let mut up = Uploads::new();
+        up.load("k.csv", b"1,2\n3,4\n").expect("keys");
+        let choice = UploadChoice {
+            keys: "nope.csv".into(),
+            ..UploadChoice::default()
+        };
+        let e = up.choose(&choice).unwrap_err();
+        assert!(matches!(e, UploadError::Missing { .. }));
+        let lab = LabError::from(e.clone());
+        assert_eq!((lab.field(), lab.to_string()), ("file", e.to_string()));
+        let m = |r, c| Some(Matrix::new(r, c, vec![0.25; r * c]).unwrap());
+        let e = Chosen::new(m(2, 4), m(3, 2), None, "d".into(), vec![]).unwrap_err();
+        assert!(matches!(e, ChosenError::Tokens(_)));
+        let lab = LabError::from(e.clone());
+        assert_eq!((lab.field(), lab.to_string()), ("file", e.to_string()));
+        let lab = LabError::from(ChosenError::Nothing);
+        assert_eq!(lab.field(), "file");
     }
 
     #[test]

@@ -25,13 +25,11 @@
 pub mod chart;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod first_view;
-pub mod io;
 #[cfg(target_arch = "wasm32")]
 pub mod js;
 pub mod lab;
 pub mod render;
 pub mod state;
-pub mod upload;
 #[cfg(all(target_arch = "wasm32", feature = "page"))]
 mod web;
 
@@ -39,3 +37,7 @@ mod web;
 // re-exported here under their own names, so `kvlab::quant` is `kvlab_core::quant`.
 pub use kvlab_core::{budget, kivi, policy, quant, rng, select, synth, tensor};
 pub use kvlab_core::{Matrix, ShapeError};
+// The readers and the uploads live in `crates/io` (on the core only: the upload module is built
+// from it); `kvlab::io` and `kvlab::upload` are that crate and its uploads.
+pub use kvlab_io as io;
+pub use kvlab_io::upload;

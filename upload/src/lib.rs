@@ -3,11 +3,12 @@
 //! The page's own module (the `kvlab` crate with its `page` feature) holds no file reader: the
 //! readers and the JSON parser behind them are a fifth of its code, and most visits never
 //! upload a file. The page's engine (`www/engine.js`) fetches this module on the first upload;
-//! it reads files and keeps them ([`kvlab::upload::Uploads`]), and turns the learner's choice of
-//! tensors into the three matrices the note works with ([`kvlab::upload::Uploads::choose`]),
+//! it reads files and keeps them ([`kvlab_io::upload::Uploads`]), and turns the learner's choice of
+//! tensors into the three matrices the note works with ([`kvlab_io::upload::Uploads::choose`]),
 //! which the page's module then takes as typed arrays (`Page.useChosen`).
 //!
-//! Everything here is a thin wasm32 wrapper; the logic lives in `kvlab` and is tested there.
+//! Everything here is a thin wasm32 wrapper; the logic lives in `kvlab-io` (`crates/io`, which
+//! depends on the core only) and is tested there.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -15,10 +16,19 @@
 #[cfg(target_arch = "wasm32")]
 mod web {
     use js_sys::{Array, Float32Array, Object, Reflect};
-    use kvlab::io::{FieldSink, FileAbout, KvAbout, LoadError, LoadWarning, SkippedTensor};
-    use kvlab::js::error;
-    use kvlab::lab::{FileSummary, UploadChoice};
-    use kvlab::upload::{Assignment, Chosen as Picked, Role, UploadError, UploadFigures};
+    use kvlab_io::upload::{
+        Assignment, Chosen as Picked, FileSummary, Role, UploadChoice, UploadError, UploadFigures,
+    };
+    use kvlab_io::{FieldSink, FileAbout, KvAbout, LoadError, LoadWarning, SkippedTensor};
+
+    /// A JavaScript `Error` with `message` and a `field` property naming the control to show it
+    /// next to (as the page's module gives its errors).
+    fn error(field: &str, message: &str) -> JsValue {
+        let e = js_sys::Error::new(message);
+        // (a property on a fresh Error object: cannot fail)
+        let _ = js_sys::Reflect::set(&e, &"field".into(), &field.into());
+        e.into()
+    }
     use wasm_bindgen::prelude::*;
 
     /// Installs the panic hook once, when the module is instantiated.
@@ -288,7 +298,7 @@ mod web {
     #[wasm_bindgen]
     #[derive(Default)]
     pub struct Uploads {
-        inner: kvlab::upload::Uploads,
+        inner: kvlab_io::upload::Uploads,
     }
 
     #[wasm_bindgen]
@@ -311,7 +321,7 @@ mod web {
             self.inner.remove(name)
         }
 
-        /// The roles proposed for the files kept ([`kvlab::upload::Uploads::assign`]).
+        /// The roles proposed for the files kept ([`kvlab_io::upload::Uploads::assign`]).
         pub fn assign(&self) -> JsValue {
             assignment_object(&self.inner.assign())
         }

@@ -187,7 +187,7 @@ pub fn read_header(file: &str, bytes: &[u8]) -> Result<NpyHeader, LoadError> {
 /// (exact up to `2^24`).
 ///
 /// ```
-/// use kvlab::io::{npy, Limits};
+/// use kvlab_io::{npy, Limits};
 /// let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
 /// let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
 /// let padded = format!("{header:<117}\n"); // 10 + 118 = 128 bytes

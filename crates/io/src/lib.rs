@@ -2,7 +2,7 @@
 //!
 //! A learner uploads a file captured from a real model; [`load`] turns its bytes into one or more
 //! named n-D [`Tensor`]s, and [`interpret_attention`] / [`interpret_kv`] turn a tensor into the
-//! [`Matrix`](crate::Matrix) the note's formulas use (`A` is `S x T`, `X` is `T x d`), with a
+//! [`Matrix`] the note's formulas use (`A` is `S x T`, `X` is `T x d`), with a
 //! shape description the page shows before use.
 //!
 //! | format | module | what is read |
@@ -16,8 +16,11 @@
 //! file, the field, the bad value and what was expected; none panics. Sizes are checked against
 //! [`Limits`] before reading (bytes) and before allocating (elements).
 
+use kvlab_core::Matrix;
+
 mod error;
 mod interpret;
+pub mod upload;
 
 pub mod csv;
 pub mod json;
@@ -68,7 +71,7 @@ impl Default for Limits {
 /// the value at multi-index `[i0, .., ik]` is `data[((i0 * s1 + i1) * s2 + ..) + ik]`.
 ///
 /// ```
-/// use kvlab::io::Tensor;
+/// use kvlab_io::Tensor;
 /// let t = Tensor::new(vec![2, 3], vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
 /// assert_eq!(t.get(&[1, 0]), Some(3.0));
 /// assert_eq!(t.rank(), 2);
@@ -279,7 +282,7 @@ impl FileAbout {
     /// [40, 8]`.
     ///
     /// ```
-    /// use kvlab::io::FileAbout;
+    /// use kvlab_io::FileAbout;
     /// let about = FileAbout::Json { shape: vec![2, 3] };
     /// assert_eq!(about.english("a.json"), "a.json: json, shape [2, 3]");
     /// ```
@@ -329,7 +332,7 @@ impl LoadedFile {
 /// `File.size` up front). Errors with [`LoadError::TooLarge`].
 ///
 /// ```
-/// use kvlab::io::{check_size, Limits, LoadError};
+/// use kvlab_io::{check_size, Limits, LoadError};
 /// let limits = Limits::default();
 /// assert!(check_size("a.npy", 1000, &limits).is_ok());
 /// assert!(matches!(check_size("a.npy", 300 << 20, &limits), Err(LoadError::TooLarge { .. })));
@@ -391,7 +394,7 @@ pub fn detect_format(file_name: &str, bytes: &[u8]) -> Result<Format, LoadError>
 /// why for each.
 ///
 /// ```
-/// use kvlab::io::{load, Limits};
+/// use kvlab_io::{load, Limits};
 /// let f = load("m.csv", b"0.5,0.5\n0.25,0.75\n", &Limits::default()).unwrap();
 /// assert_eq!(f.tensors[0].tensor.shape(), &[2, 2]);
 /// assert!(load("m.csv", b"1,2\n3\n", &Limits::default()).is_err());
@@ -710,7 +713,7 @@ mod tests {
             "x.npy",
             &std::fs::read(concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/interpret/kv_t4_d2.npy"
+                "/../../tests/fixtures/interpret/kv_t4_d2.npy"
             ))
             .expect("fixture"),
             &limits,

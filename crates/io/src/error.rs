@@ -1132,7 +1132,7 @@ mod tests {
     /// The page's Chinese templates of a file refusal by kind (`www/i18n.js`'s `LOAD_ZH`,
     /// one `kind: 'text',` per line, either quote, no escapes).
     fn chinese_templates() -> BTreeMap<String, String> {
-        let source = include_str!("../../www/i18n.js");
+        let source = include_str!("../../../www/i18n.js");
         let start = source
             .find("export const LOAD_ZH = {\n")
             .expect("i18n.js exports LOAD_ZH");
@@ -1335,7 +1335,7 @@ mod tests {
             },
             LoadError::NoLoadableTensor {
                 file: f(),
-                skipped: vec![crate::io::SkippedTensor {
+                skipped: vec![crate::SkippedTensor {
                     name: s("ids"),
                     dtype: s("I64"),
                     shape: vec![4],

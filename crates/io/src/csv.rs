@@ -112,7 +112,7 @@ pub struct CsvTable {
 /// cells, checked before each row is stored), [`LoadError::EmptyTensor`] (no data row).
 ///
 /// ```
-/// use kvlab::io::{csv, Limits};
+/// use kvlab_io::{csv, Limits};
 /// let t = csv::load("a.tsv", b"tok0\ttok1\n0.25\t0.75\n0.5\t0.5\n", &Limits::default()).unwrap();
 /// assert_eq!(t.tensor.shape(), &[2, 2]);
 /// assert_eq!(t.header, Some(vec!["tok0".to_string(), "tok1".to_string()]));

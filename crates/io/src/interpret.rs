@@ -153,7 +153,7 @@ fn check_finite_slice(
 /// the file's own shape and multi-indices.)
 ///
 /// ```
-/// use kvlab::io::squeezed;
+/// use kvlab_io::squeezed;
 /// assert_eq!(squeezed(&[1, 4, 8, 8]), &[4, 8, 8]);
 /// assert_eq!(squeezed(&[1, 1, 8]), &[1, 8]);
 /// assert_eq!(squeezed(&[3, 1, 8]), &[3, 1, 8]);
@@ -177,7 +177,7 @@ pub fn squeezed(shape: &[usize]) -> &[usize] {
 /// [`ROW_SUM_TOLERANCE`] give a [`LoadWarning::RowSums`].
 ///
 /// ```
-/// use kvlab::io::{interpret_attention, AttentionKind, HeadPick, Tensor};
+/// use kvlab_io::{interpret_attention, AttentionKind, HeadPick, Tensor};
 /// let a = Tensor::new(vec![2, 2], vec![1.0, 0.0, 0.5, 0.5]).unwrap();
 /// let v = interpret_attention("a.npy", &a, HeadPick::Mean).unwrap();
 /// assert_eq!(v.kind, AttentionKind::FullCausal);
@@ -400,7 +400,8 @@ fn row_sum_warning(
 /// returns how many such rows there were (0 when every row was normalised).
 ///
 /// ```
-/// use kvlab::{io::normalise_rows, Matrix};
+/// use kvlab_core::Matrix;
+/// use kvlab_io::normalise_rows;
 /// let mut m = Matrix::new(2, 2, vec![1.0, 3.0, 0.0, 0.0]).unwrap();
 /// assert_eq!(normalise_rows(&mut m), 1);
 /// assert_eq!(m.data(), &[0.25, 0.75, 0.0, 0.0]);
@@ -432,7 +433,7 @@ pub fn normalise_rows(matrix: &mut Matrix) -> usize {
 /// used).
 ///
 /// ```
-/// use kvlab::io::{interpret_kv, KvPick, Tensor};
+/// use kvlab_io::{interpret_kv, KvPick, Tensor};
 /// let x = Tensor::new(vec![2, 3, 2], (0..12).map(|v| v as f32).collect()).unwrap();
 /// let v = interpret_kv("k.npy", &x, KvPick { layer: 0, head: 1 }).unwrap();
 /// assert_eq!(v.matrix.data(), &[6.0, 7.0, 8.0, 9.0, 10.0, 11.0]);
@@ -549,7 +550,7 @@ impl KvAbout {
 /// (its rows).
 ///
 /// ```
-/// use kvlab::io::check_same_tokens;
+/// use kvlab_io::check_same_tokens;
 /// assert!(check_same_tokens(512, 512).is_ok());
 /// assert!(check_same_tokens(512, 500).is_err());
 /// ```

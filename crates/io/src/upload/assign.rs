@@ -3,7 +3,7 @@
 //!
 //! Shapes decide first, names second:
 //! - attention is a non-negative tensor of rank 2 or 3 (after leading axes of 1 are dropped,
-//!   [`crate::io::squeezed`]) whose rows sum to 1 ([`ROW_SUM_TOLERANCE`]); failing that, a
+//!   [`crate::squeezed`]) whose rows sum to 1 ([`ROW_SUM_TOLERANCE`]); failing that, a
 //!   non-negative one whose name says attention, then one whose `T` some K or V shares (its
 //!   rows can then be normalised);
 //! - keys and values are finite tensors of rank 2 to 4 whose `T` (the second-to-last axis)
@@ -14,7 +14,7 @@
 //! with the reason it was given ([`Reason`]), and what the rules could not settle alone is
 //! listed as an [`Ambiguity`], so the page can say what to check.
 
-use crate::io::{squeezed, FieldSink, NamedTensor, ROW_SUM_TOLERANCE};
+use crate::{squeezed, FieldSink, NamedTensor, ROW_SUM_TOLERANCE};
 
 /// A role of an uploaded tensor in the note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -110,7 +110,7 @@ impl Reason {
         let Some(t) = &self.tensor else {
             return format!("{role}: none fits, generated");
         };
-        let shape = crate::io::fmt_shape(&t.shape);
+        let shape = crate::fmt_shape(&t.shape);
         let tokens = self.tokens.unwrap_or(0);
         let why = match self.why {
             Why::Distribution => "non-negative, every row sums to 1".to_string(),
@@ -171,7 +171,7 @@ pub enum Ambiguity {
 
 impl Ambiguity {
     /// This note's fields for the page's templates (`names` joined by `, `, with their
-    /// `count`), as [`crate::io::LoadError::visit`] gives an error's; returns its kind
+    /// `count`), as [`crate::LoadError::visit`] gives an error's; returns its kind
     /// (`severalAttention`, `several`, `keysOrValues`, `tokensDiffer`).
     pub fn visit(&self, field: &mut FieldSink<'_>) -> &'static str {
         let mut names = |n: &[String]| {
@@ -549,7 +549,7 @@ pub fn assign<'a>(tensors: impl IntoIterator<Item = (&'a str, &'a NamedTensor)>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::Tensor;
+    use crate::Tensor;
 
     fn named(name: &str, shape: &[usize], data: Vec<f32>) -> NamedTensor {
         NamedTensor {
@@ -689,7 +689,7 @@ mod tests {
             a.ambiguities[0].english(),
             "k.npy is not used: its T = 8, the data's T = 50"
         );
-        let (kind, fields) = crate::io::collect_parts(|f| a.ambiguities[0].visit(f));
+        let (kind, fields) = crate::collect_parts(|f| a.ambiguities[0].visit(f));
         assert_eq!(kind, "tokensDiffer");
         assert_eq!(
             fields,

@@ -459,7 +459,7 @@ impl<'de> Visitor<'de> for ShapeSeed<'_, '_> {
 /// strings, a missing bracket), [`LoadError::TooManyElements`] past `limits.max_elements`.
 ///
 /// ```
-/// use kvlab::io::{json, Limits};
+/// use kvlab_io::{json, Limits};
 /// let t = json::load_token_texts("t.json", br#"["<s>", " cat"]"#, &Limits::default()).unwrap();
 /// assert_eq!(t, Some(vec!["<s>".to_string(), " cat".to_string()]));
 /// assert_eq!(json::load_token_texts("a.json", b"[[1, 2]]", &Limits::default()).unwrap(), None);
@@ -512,7 +512,7 @@ pub fn load_token_texts(
 }
 
 /// ```
-/// use kvlab::io::{json, Limits};
+/// use kvlab_io::{json, Limits};
 /// let a = json::load("a.json", b"[[1, 2], [3, 4]]", &Limits::default()).unwrap();
 /// let b = json::load("b.json", br#"{"shape": [2, 2], "data": [1, 2, 3, 4]}"#, &Limits::default()).unwrap();
 /// assert_eq!(a, b);

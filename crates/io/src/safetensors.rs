@@ -646,7 +646,7 @@ fn validate_offsets(file: &str, infos: &[TensorInfo], data_len: usize) -> Result
 /// [`load_info`].
 ///
 /// ```
-/// use kvlab::io::{safetensors, Limits};
+/// use kvlab_io::{safetensors, Limits};
 /// let header = br#"{"k":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
 /// let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
 /// bytes.extend_from_slice(header);
