@@ -29,9 +29,10 @@ pub fn first_view(languages: &[(&str, Labels)], size: (u32, u32)) -> Result<Valu
         let mut themes = Map::new();
         for (theme, style) in [("light", ChartStyle::light()), ("dark", ChartStyle::dark())] {
             let mut drawn = Map::new();
-            for (name, model) in render::BUDGET_CHARTS {
+            for chart in [render::Chart::BudgetData, render::Chart::BudgetModel] {
+                let model = chart.budget_model().unwrap_or(false);
                 drawn.insert(
-                    name.into(),
+                    chart.name().into(),
                     budget_svg(&lab, labels, &style, model, size)?.into(),
                 );
             }
@@ -141,7 +142,7 @@ mod tests {
             ("zh", "当前数据上的 M_KV,final"),
         ] {
             for theme in ["light", "dark"] {
-                for (name, _) in render::BUDGET_CHARTS {
+                for name in ["budget-data", "budget-model"] {
                     let svg = v["charts"][lang][theme][name].as_str().unwrap();
                     assert!(svg.starts_with("<svg") && svg.contains("viewBox=\"0 0 500 180\""));
                     // The data's chart carries its title in the language it was drawn for.

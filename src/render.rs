@@ -131,52 +131,113 @@ pub struct Pixels {
     pub rgba: Vec<u8>,
 }
 
-/// Every chart of the page, by the name its canvas carries (`data-chart`).
-pub const CHARTS: [&str; 12] = [
-    "hist",
-    "groups",
-    "rows",
-    "errmap",
-    "attn",
-    "scores",
-    "strip",
-    "mass",
-    "tradeoff",
-    "strips",
-    "budget-data",
-    "budget-model",
-];
+/// A chart of the page: a typed value, so that a new chart is one more variant the compiler
+/// makes every `match` handle. Its canvas carries [`Chart::name`] (`data-chart`); the page's
+/// names are parsed once, where they come in ([`Chart::from_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Chart {
+    /// Section 2: the shown group's histogram with its grid.
+    Hist,
+    /// Section 2: per-group max error against `scale/2`.
+    Groups,
+    /// Section 2: per-token squared error against `1/4 sum scale^2`.
+    Rows,
+    /// Section 2: `|x - x_hat|` over tokens and channels.
+    Errmap,
+    /// Section 3: the attention heatmap with the kept set marked.
+    Attn,
+    /// Section 3: the score bars and the top-k threshold.
+    Scores,
+    /// Section 3: the kept-set strip.
+    Strip,
+    /// Section 3: attention mass retained per step.
+    Mass,
+    /// Section 3b: quality against `R_overall`, one curve per policy.
+    Tradeoff,
+    /// Section 3b: every policy's kept set.
+    Strips,
+    /// Section 1: `M_KV,final` on the data.
+    BudgetData,
+    /// Section 1: `M_KV,final` on the model.
+    BudgetModel,
+}
 
-/// Draws the page's chart `name` (one of [`CHARTS`]) of `lab` on `root`; returns the heatmap
-/// pixels still to be put on it (heatmaps are RGBA buffers, not plotters rectangles).
-pub fn draw_named<DB: DrawingBackend>(
+impl Chart {
+    /// Every chart, in the page's order.
+    pub const ALL: &'static [Chart] = &[
+        Chart::Hist,
+        Chart::Groups,
+        Chart::Rows,
+        Chart::Errmap,
+        Chart::Attn,
+        Chart::Scores,
+        Chart::Strip,
+        Chart::Mass,
+        Chart::Tradeoff,
+        Chart::Strips,
+        Chart::BudgetData,
+        Chart::BudgetModel,
+    ];
+
+    /// The name its canvas carries (`data-chart`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Chart::Hist => "hist",
+            Chart::Groups => "groups",
+            Chart::Rows => "rows",
+            Chart::Errmap => "errmap",
+            Chart::Attn => "attn",
+            Chart::Scores => "scores",
+            Chart::Strip => "strip",
+            Chart::Mass => "mass",
+            Chart::Tradeoff => "tradeoff",
+            Chart::Strips => "strips",
+            Chart::BudgetData => "budget-data",
+            Chart::BudgetModel => "budget-model",
+        }
+    }
+
+    /// The chart whose canvas carries `name`.
+    pub fn from_name(name: &str) -> Option<Chart> {
+        Chart::ALL.iter().copied().find(|c| c.name() == name)
+    }
+
+    /// The `model` argument of [`budget_bar`] for the two budget charts.
+    pub fn budget_model(self) -> Option<bool> {
+        match self {
+            Chart::BudgetData => Some(false),
+            Chart::BudgetModel => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// Draws the page's `chart` of `lab` on `root`; returns the heatmap pixels still to be put on
+/// it (heatmaps are RGBA buffers, not plotters rectangles).
+pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     lab: &Lab,
     attn_cache: &mut AttentionCache,
-    name: &str,
+    chart: Chart,
     labels: &Labels,
     style: &ChartStyle,
 ) -> Result<Option<Pixels>, ChartError> {
     fn none<T>(r: Result<T, ChartError>) -> Result<Option<Pixels>, ChartError> {
         r.map(|_| None)
     }
-    if let Some(model) = budget_chart(name) {
-        return none(budget_bar(root, lab, labels, style, model));
-    }
-    match name {
-        "hist" => none(quant_histogram(root, lab, labels, style)),
-        "groups" => none(group_errors(root, lab, labels, style)),
-        "rows" => none(row_errors(root, lab, labels, style)),
-        "scores" => none(score_bars(root, lab, labels, style)),
-        "strip" => none(token_strip(root, lab, labels, style)),
-        "mass" => none(mass_retained(root, lab, labels, style)),
-        "tradeoff" => none(tradeoff(root, lab, labels, style)),
-        "strips" => none(policy_strips(root, lab, labels, style)),
-        "errmap" => error_heatmap(root, lab, labels, style).map(Some),
-        "attn" => attention_heatmap(root, lab, labels, style, attn_cache).map(Some),
-        other => Err(ChartError::UnknownChart {
-            name: other.to_string(),
-        }),
+    match chart {
+        Chart::Hist => none(quant_histogram(root, lab, labels, style)),
+        Chart::Groups => none(group_errors(root, lab, labels, style)),
+        Chart::Rows => none(row_errors(root, lab, labels, style)),
+        Chart::Scores => none(score_bars(root, lab, labels, style)),
+        Chart::Strip => none(token_strip(root, lab, labels, style)),
+        Chart::Mass => none(mass_retained(root, lab, labels, style)),
+        Chart::Tradeoff => none(tradeoff(root, lab, labels, style)),
+        Chart::Strips => none(policy_strips(root, lab, labels, style)),
+        Chart::BudgetData => none(budget_bar(root, lab, labels, style, false)),
+        Chart::BudgetModel => none(budget_bar(root, lab, labels, style, true)),
+        Chart::Errmap => error_heatmap(root, lab, labels, style).map(Some),
+        Chart::Attn => attention_heatmap(root, lab, labels, style, attn_cache).map(Some),
     }
 }
 
@@ -720,18 +781,6 @@ pub fn bytes_text(b: u64) -> String {
     }
 }
 
-/// The page's names of the two [`budget_bar`] charts: `(name, model)`. The page's module draws
-/// them by these names, and `cargo xtask dist` draws them ahead (`first_view`) under the same ones.
-pub const BUDGET_CHARTS: [(&str, bool); 2] = [("budget-data", false), ("budget-model", true)];
-
-/// The `model` argument of [`budget_bar`] for the chart named `name`, if it is one of
-/// [`BUDGET_CHARTS`].
-pub fn budget_chart(name: &str) -> Option<bool> {
-    BUDGET_CHARTS
-        .iter()
-        .find(|&&(n, _)| n == name)
-        .map(|&(_, model)| model)
-}
 
 /// Section 1: `M_KV,final` as stacked terms beside `M_fp`; `model` picks the extrapolated
 /// breakdown instead of the one on the data.
@@ -890,11 +939,15 @@ mod tests {
     }
 
     #[test]
-    fn budget_charts_are_named_by_the_breakdown_they_show() {
-        assert_eq!(budget_chart("budget-data"), Some(false));
-        assert_eq!(budget_chart("budget-model"), Some(true));
-        assert_eq!(budget_chart("hist"), None);
-        assert_eq!(budget_chart(""), None);
+    fn charts_are_named_once_and_the_budget_charts_by_the_breakdown_they_show() {
+        for &c in Chart::ALL {
+            assert_eq!(Chart::from_name(c.name()), Some(c));
+        }
+        assert_eq!(Chart::from_name(""), None);
+        assert_eq!(Chart::from_name("Hist"), None);
+        assert_eq!(Chart::BudgetData.budget_model(), Some(false));
+        assert_eq!(Chart::BudgetModel.budget_model(), Some(true));
+        assert_eq!(Chart::Hist.budget_model(), None);
     }
 
     /// The page keeps the attention heatmap's pooled grid across selection changes: the pixels

@@ -1932,7 +1932,7 @@ fn a_title_wider_than_the_canvas_wraps_at_its_spaces() {
 /// no text of any of them runs off the canvas (`render` checks every chart it draws).
 #[test]
 fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
-    use kvlab::render::{draw_named, page_texts, AttentionCache, Labels, CHARTS};
+    use kvlab::render::{draw, page_texts, AttentionCache, Chart, Labels};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/i18n.js");
     let texts = page_texts(&std::fs::read_to_string(path).expect("www/i18n.js")).expect("texts");
     let lab = kvlab::lab::Lab::new(kvlab::state::Settings::default()).expect("the default view");
@@ -1951,14 +1951,15 @@ fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
         let labels = Labels::for_charts(&texts, lang);
         for style in [ChartStyle::light(), ChartStyle::dark()] {
             for (width, narrow) in [(874, false), (309, true)] {
-                for name in CHARTS {
+                for &chart in Chart::ALL {
+                    let name = chart.name();
                     let size = (width, height(name, narrow));
                     render(&format!("page_{name}_{lang}_{width}"), size, |root| {
-                        draw_named(
+                        draw(
                             root,
                             &lab,
                             &mut AttentionCache::default(),
-                            name,
+                            chart,
                             &labels,
                             &style,
                         )

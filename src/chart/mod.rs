@@ -109,12 +109,6 @@ pub enum ChartError {
         /// The limit, [`MAX_PIXELS`].
         max: u64,
     },
-    /// A chart name the page does not have ([`crate::render::CHARTS`] lists them).
-    #[error("unknown chart '{name}': one of {}", crate::render::CHARTS.join(", "))]
-    UnknownChart {
-        /// The name asked for.
-        name: String,
-    },
 }
 
 /// A rectangle in backend pixels (canvas pixels in the browser): the plotting area a chart

@@ -1,7 +1,7 @@
 //! Browser driver (wasm32 only): the single module that talks to JavaScript and the DOM.
 //!
-//! It translates and nothing more: settings objects in (validated by serde into
-//! [`crate::state::Settings`]), calls on the [`crate::lab::Lab`] that holds the data in wasm
+//! It translates and nothing more: settings in (a query string, parsed and checked by
+//! [`crate::state::Settings::from_query`]), calls on the [`crate::lab::Lab`] that holds the data in wasm
 //! memory, charts drawn by [`crate::render`] onto canvases (plotters-canvas for vector parts,
 //! `ImageData` for heatmap pixels), and small figure objects out. Big arrays never cross the
 //! boundary per frame.
@@ -327,8 +327,16 @@ fn draw_chart<DB: DrawingBackend>(
     labels: &Labels,
     style: &ChartStyle,
 ) -> Result<Option<Pixels>, JsValue> {
-    let pixels =
-        render::draw_named(root, lab, attn_cache, name, labels, style).map_err(chart_error)?;
+    // (the page's names are parsed here, where they come in: a name the page does not have is
+    // said, with those it does)
+    let chart = render::Chart::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = render::Chart::ALL.iter().map(|c| c.name()).collect();
+        error(
+            "chart",
+            &format!("unknown chart '{name}': one of {}", known.join(", ")),
+        )
+    })?;
+    let pixels = render::draw(root, lab, attn_cache, chart, labels, style).map_err(chart_error)?;
     root.present()
         .map_err(|e| error("chart", &format!("drawing failed: {e}")))?;
     Ok(pixels)
