@@ -63,63 +63,21 @@ impl Labels {
     }
 }
 
-/// The page's texts, from the source of `www/i18n.js` (its `TEXT`): language -> key -> text.
-/// Every line of a language's block is a `'key': 'text',` pair (either quote), a comment or
-/// blank; anything else is refused with its line number, so a change of the file's form fails
-/// the build (which draws the default view's charts with them) rather than dropping texts.
-pub fn page_texts(source: &str) -> Result<HashMap<String, HashMap<String, String>>, String> {
-    let mut out: HashMap<String, HashMap<String, String>> = HashMap::new();
-    let mut lang: Option<String> = None;
-    let mut in_text = false;
-    for (n, line) in source.lines().enumerate() {
-        let t = line.trim();
-        if !in_text {
-            in_text = t == "export const TEXT = {";
-            continue;
-        }
-        match &lang {
-            None if t == "};" => return Ok(out),
-            None => match t.strip_suffix(": {") {
-                Some(name) if name.chars().all(|c| c.is_ascii_lowercase()) => {
-                    lang = Some(name.to_string());
-                }
-                _ if t.is_empty() || t.starts_with("//") => {}
-                _ => {
-                    return Err(format!(
-                        "line {}: expected a language block, found `{t}`",
-                        n + 1
-                    ))
-                }
-            },
-            Some(_) if t == "}," => lang = None,
-            Some(l) => {
-                if t.is_empty() || t.starts_with("//") {
-                    continue;
-                }
-                let (key, text) = pair(t).ok_or_else(|| {
-                    format!("line {}: expected 'key': 'text', found `{t}`", n + 1)
-                })?;
-                out.entry(l.clone()).or_default().insert(key, text);
-            }
-        }
-    }
-    Err("no complete `export const TEXT = { ... };` found".into())
-}
-
-/// `'key': 'text',` (either quote on each side, no escapes) as `(key, text)`.
-fn pair(line: &str) -> Option<(String, String)> {
-    let (key, rest) = quoted(line)?;
-    let rest = rest.strip_prefix(':')?.trim_start();
-    let (text, rest) = quoted(rest)?;
-    (rest == ",").then_some((key, text))
-}
-
-/// A string literal at the start of `s` and what follows it; `None` with a backslash inside.
-fn quoted(s: &str) -> Option<(String, &str)> {
-    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
-    let end = s[1..].find(q)? + 1;
-    let text = &s[1..end];
-    (!text.contains('\\')).then(|| (text.to_string(), &s[end + 1..]))
+/// The page's texts, language -> key -> text, from each language's JSON object of key -> text
+/// (`www/i18n/en.json`, `zh.json`: what the page's `TEXT` is built from). A file that is not
+/// one JSON object of strings is refused with its language and the reason, so a broken file
+/// fails the build (which draws the default view's charts with them) rather than dropping texts.
+pub fn page_texts(
+    languages: &[(&str, &str)],
+) -> Result<HashMap<String, HashMap<String, String>>, String> {
+    languages
+        .iter()
+        .map(|&(lang, json)| {
+            serde_json::from_str::<HashMap<String, String>>(json)
+                .map(|texts| (lang.to_string(), texts))
+                .map_err(|e| format!("{lang}: {e}"))
+        })
+        .collect()
 }
 
 /// RGBA pixels to put at `rect` (row-major, `rect.w x rect.h x 4` bytes).
@@ -781,7 +739,6 @@ pub fn bytes_text(b: u64) -> String {
     }
 }
 
-
 /// Section 1: `M_KV,final` as stacked terms beside `M_fp`; `model` picks the extrapolated
 /// breakdown instead of the one on the data.
 pub fn budget_bar<DB: DrawingBackend>(
@@ -844,7 +801,8 @@ mod tests {
     use super::*;
     use crate::state::Settings;
 
-    const SOURCE: &str = "// texts\n\nexport const TEXT = {\n  en: {\n    'title': 'kvlab',\n    // a comment\n    'chart.budget.x': 'bytes',\n    'budget.index.term': \"index (it's)\",\n    'state.sink': 'sink',\n  },\n  zh: {\n    'chart.budget.x': '字节',\n  },\n};\n\nexport function t() {}\n";
+    const EN: &str = r#"{"title": "kvlab", "chart.budget.x": "bytes", "budget.index.term": "index (it's)", "state.sink": "sink"}"#;
+    const ZH: &str = r#"{"chart.budget.x": "字节"}"#;
 
     #[test]
     fn a_prompts_heavy_hitters_are_named_on_the_score_chart() {
@@ -893,9 +851,17 @@ mod tests {
         assert!(svg.contains("‘ cat’") && svg.contains("‘⏎’"), "{svg}");
     }
 
+    /// The page's own files, `www/i18n/{en,zh}.json`.
+    fn page_files() -> [(&'static str, &'static str); 2] {
+        [
+            ("en", include_str!("../www/i18n/en.json")),
+            ("zh", include_str!("../www/i18n/zh.json")),
+        ]
+    }
+
     #[test]
     fn reads_both_languages_blocks() {
-        let texts = page_texts(SOURCE).unwrap();
+        let texts = page_texts(&[("en", EN), ("zh", ZH)]).unwrap();
         assert_eq!(texts["en"]["title"], "kvlab");
         assert_eq!(texts["en"]["budget.index.term"], "index (it's)");
         assert_eq!(texts["zh"]["chart.budget.x"], "字节");
@@ -904,7 +870,7 @@ mod tests {
 
     #[test]
     fn chart_labels_pick_the_prefixed_keys_with_english_fallback() {
-        let texts = page_texts(SOURCE).unwrap();
+        let texts = page_texts(&[("en", EN), ("zh", ZH)]).unwrap();
         let zh = Labels::for_charts(&texts, "zh");
         assert_eq!(zh.get("chart.budget.x"), "字节");
         assert_eq!(zh.get("state.sink"), "sink", "falls back to English");
@@ -913,19 +879,16 @@ mod tests {
     }
 
     #[test]
-    fn a_line_of_another_form_is_refused_with_its_number() {
-        let bad = SOURCE.replace("'title': 'kvlab',", "'title': `kvlab`,");
-        let e = page_texts(&bad).unwrap_err();
-        assert!(e.starts_with("line 5:"), "{e}");
-        let escaped = SOURCE.replace("'title': 'kvlab',", "'title': 'kv\\'lab',");
-        assert!(page_texts(&escaped).unwrap_err().starts_with("line 5:"));
-        assert!(page_texts("const X = 1;").is_err());
+    fn a_file_that_is_not_an_object_of_strings_is_refused_by_its_language() {
+        let e = page_texts(&[("en", EN), ("zh", r#"{"a": 1}"#)]).unwrap_err();
+        assert!(e.starts_with("zh: "), "{e}");
+        assert!(page_texts(&[("en", "[]")]).unwrap_err().starts_with("en: "));
+        assert!(page_texts(&[("en", "{")]).is_err());
     }
 
     #[test]
     fn the_pages_own_texts_parse() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/i18n.js");
-        let texts = page_texts(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let texts = page_texts(&page_files()).unwrap();
         let (en, zh) = (
             Labels::for_charts(&texts, "en"),
             Labels::for_charts(&texts, "zh"),

@@ -1928,13 +1928,18 @@ fn a_title_wider_than_the_canvas_wraps_at_its_spaces() {
 // ---------------------------------------------------------------- the page's charts, its texts
 
 /// Every chart of the page, drawn from the default view with the page's own texts (read from
-/// `www/i18n.js`) in both languages, at the sizes its canvases have at 1280 and at 375 px wide:
+/// `www/i18n/*.json`) in both languages, at the sizes its canvases have at 1280 and at 375 px wide:
 /// no text of any of them runs off the canvas (`render` checks every chart it draws).
 #[test]
 fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
     use kvlab::render::{draw, page_texts, AttentionCache, Chart, Labels};
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/i18n.js");
-    let texts = page_texts(&std::fs::read_to_string(path).expect("www/i18n.js")).expect("texts");
+    let read = |lang: &str| {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("www/i18n/{lang}.json"));
+        std::fs::read_to_string(path).expect("www/i18n/*.json")
+    };
+    let (en, zh) = (read("en"), read("zh"));
+    let texts = page_texts(&[("en", &en), ("zh", &zh)]).expect("texts");
     let lab = kvlab::lab::Lab::new(kvlab::state::Settings::default()).expect("the default view");
     // (the canvases' CSS sizes, from the page at those widths)
     let height = |name: &str, narrow: bool| match name {

@@ -30,12 +30,10 @@ const ALL = ['budget', 'quant', 'select', 'compare'];
 // Charts of a section that some of its controls do not change: the policy strips show which
 // tokens each policy keeps, which the quantization controls (Q) leave alone.
 const UNCHANGED_BY = { strips: new Set(Object.keys(SECTIONS_OF).filter((k) => SECTIONS_OF[k] === Q)) };
-const CHARTS = {
-  budget: ['budget-data', 'budget-model'],
-  quant: ['hist', 'groups', 'rows', 'errmap'],
-  select: ['attn', 'scores', 'strip', 'mass'],
-  compare: ['strips', 'tradeoff'],
-};
+// The charts of each section, as its canvases name them: index.html is the one list (a new
+// chart is a canvas there and a `render::Chart` in the engine, nothing here).
+const CHARTS = Object.fromEntries(ALL.map((s) => [s,
+  [...document.querySelectorAll(`[data-section="${s}"] canvas[data-chart]`)].map((c) => c.dataset.chart)]));
 // Charts drawn from the policy comparison (not drawn while the engine defers it).
 const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
 const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'skewed', 'bits', 'group',

@@ -3,8 +3,8 @@
 //! [`kvlab::first_view`], so a first visit shows them before the WebAssembly module has started
 //! (`www/main.js`, `showFirstView`).
 //!
-//! The charts' texts are the page's own: [`Labels::for_charts`] picks them from `www/i18n.js`
-//! as `chartLabels` there does.
+//! The charts' texts are the page's own: [`Labels::for_charts`] picks them from
+//! `www/i18n/{en,zh}.json` as `chartLabels` in `www/i18n.js` does.
 
 use crate::Result;
 use kvlab::render::{page_texts, Labels};
@@ -21,9 +21,13 @@ const MARKER: &str = "<!-- first-view -->";
 /// Writes the first view into `dist_index` (the assembled `index.html`); returns its size in
 /// bytes.
 pub fn write(i18n: &Path, dist_index: &Path) -> Result<usize> {
-    let source = std::fs::read_to_string(i18n)
-        .map_err(|e| format!("cannot read {}: {e}", i18n.display()))?;
-    let texts = page_texts(&source).map_err(|e| format!("{}: {e}", i18n.display()))?;
+    let read = |lang: &str| {
+        let path = i18n.join(format!("{lang}.json"));
+        std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    let (en, zh) = (read("en")?, read("zh")?);
+    let texts =
+        page_texts(&[("en", &en), ("zh", &zh)]).map_err(|e| format!("{}: {e}", i18n.display()))?;
     let languages: Vec<(&str, Labels)> = ["en", "zh"]
         .into_iter()
         .map(|lang| (lang, Labels::for_charts(&texts, lang)))

@@ -616,7 +616,7 @@ pub(crate) const KV_SHAPES: &str =
 
 /// A [`LoadError`]'s fields for a page that words it in its own language: the variant's kind
 /// and its values as text (numbers in decimal, shapes as `[2, 3]`, lists joined with `, `), named
-/// as the page's templates name them (`LOAD_ZH` in `www/i18n.js`: a test below checks that every
+/// as the page's templates name them (`LOAD_ZH`, `www/i18n/load-zh.json`: a test below checks that every
 /// kind has a template there naming exactly these fields).
 pub type LoadParts = (&'static str, Vec<(&'static str, String)>);
 
@@ -1129,32 +1129,11 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// The page's Chinese templates of a file refusal by kind (`www/i18n.js`'s `LOAD_ZH`,
-    /// one `kind: 'text',` per line, either quote, no escapes).
+    /// The page's Chinese templates of a file refusal by kind (`www/i18n/load-zh.json`, the
+    /// page's `LOAD_ZH`).
     fn chinese_templates() -> BTreeMap<String, String> {
-        let source = include_str!("../../../www/i18n.js");
-        let start = source
-            .find("export const LOAD_ZH = {\n")
-            .expect("i18n.js exports LOAD_ZH");
-        let block = &source[start..];
-        let block = &block[..block.find("\n};").expect("LOAD_ZH ends")];
-        block
-            .lines()
-            .skip(1)
-            .map(|l| {
-                let (kind, literal) = l.trim().split_once(": ").expect("a `kind: 'text',` line");
-                let literal = literal
-                    .strip_suffix(',')
-                    .expect("a template line ends with a comma");
-                let q = &literal[..1];
-                let text = literal[1..].strip_suffix(q).expect("a quoted template");
-                assert!(
-                    !text.contains(q) && !text.contains('\\'),
-                    "{kind}: {literal}"
-                );
-                (kind.to_string(), text.to_string())
-            })
-            .collect()
+        serde_json::from_str(include_str!("../../../www/i18n/load-zh.json"))
+            .expect("load-zh.json is an object of strings")
     }
 
     /// The `{name}`s of a template, sorted.
