@@ -2036,9 +2036,8 @@ async function main() {
   // The engine starts: its worker, the wasm fetched and compiled. On the default view drawn
   // ahead (not on a saved upload) its figures and first charts, painted now, are the first
   // meaningful paint, and the engine starts once they are painted: on two cores the wasm's
-  // compile threads took CPU from that paint (cold loads alternating with the engine started
-  // first, p50 ms: 343 -> 315, 307 -> 290, 323 -> 309 in runs of 16, 30 and 40; the engine's
-  // view drawn at the same time either way). Elsewhere it starts at once.
+  // compile threads took CPU from that paint (benches/README.md, "The engine starts after the
+  // first paint"). Elsewhere it starts at once.
   const connectNow = () => {
     performance.mark('kvlab:load:connect');
     return connect(onProgress);
