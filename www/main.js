@@ -483,15 +483,24 @@ function writeKivi(k) {
     `${fill(tr(`kivi.verdict.${which}`), { channel, token })} ${fill(tr(v.outliers ? 'kivi.why.outliers' : 'kivi.why.none'), { ratio: v.outlierRatio.toFixed(1) })}`);
 }
 
+/**
+ * The key of `key`'s wording for a section shown alone (`key.embed`, when the page is embedded
+ * and there is one: a text that points to another section, which the embed hides), else `key`.
+ */
+function aloneKey(key, embed = app.good?.embed) {
+  return embed && `${key}.embed` in TEXT.en ? `${key}.embed` : key;
+}
+
+/** `key`'s text in the page's language, in its wording for a section shown alone if embedded. */
+const said = (key) => t(app.lang, aloneKey(key));
+
 /** The policy table (`s`: the steps S of the data): text only (no HTML), one row per policy; cells are rewritten in place. */
 function writeCompare(c, s) {
   const steps = (n) => t(app.lang, n === 1 ? 'unit.step' : 'unit.steps');
   // (with steps held out, the table's mass retained is over other steps than section 3's)
-  // (embedded alone, the comparison does not point to section 3, which is hidden)
-  const alone = app.good?.embed === 'compare' ? '.embed' : '';
   const rows = c.evalRows < s
-    ? fill(t(app.lang, `compare.rows${alone}`), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
-    : fill(t(app.lang, `compare.rows.all${alone}`), { s, sSteps: steps(s) });
+    ? fill(said('compare.rows'), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
+    : fill(said('compare.rows.all'), { s, sSteps: steps(s) });
   figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
     rows + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
   const body = $('#compare-rows');
@@ -2215,8 +2224,8 @@ function present(view, live = true) {
     // A text that points to another section has a wording of its own for a section shown
     // alone (`key.embed`): the embed hides what it would point to.
     for (const el of document.querySelectorAll('[data-i18n]')) {
-      const alone = `${el.dataset.i18n}.embed`;
-      if (alone in TEXT.en) {
+      const alone = aloneKey(el.dataset.i18n, view.settings.embed);
+      if (alone !== el.dataset.i18n) {
         el.dataset.i18n = alone;
         el.textContent = t(app.lang, alone);
       }

@@ -149,7 +149,7 @@ fn build_flavour(ws: &Workspace, flavour: &Flavour, pkg: &Path) -> Result<()> {
         flavour.package,
         "--lib",
         // (one codegen unit for the readers too, as for every crate of the page: the
-        // workspace gives kvlab-io 16 for the native builds, where one takes LLVM 15 minutes)
+        // workspace gives kvlab-io 16 for the native builds, see Cargo.toml)
         "--config",
         "profile.release.package.kvlab-io.codegen-units=1",
         "--target-dir",
