@@ -80,6 +80,20 @@ pub fn page_texts(
         .collect()
 }
 
+/// [`page_texts`] of the files `dir/en.json` and `dir/zh.json` (`www/i18n/`), native only: for
+/// the site build's first view and the tests.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn read_page_texts(
+    dir: &std::path::Path,
+) -> Result<HashMap<String, HashMap<String, String>>, String> {
+    let read = |lang: &str| {
+        let path = dir.join(format!("{lang}.json"));
+        std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    let (en, zh) = (read("en")?, read("zh")?);
+    page_texts(&[("en", &en), ("zh", &zh)]).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
 /// RGBA pixels to put at `rect` (row-major, `rect.w x rect.h x 4` bytes).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pixels {

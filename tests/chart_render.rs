@@ -1932,14 +1932,9 @@ fn a_title_wider_than_the_canvas_wraps_at_its_spaces() {
 /// no text of any of them runs off the canvas (`render` checks every chart it draws).
 #[test]
 fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
-    use kvlab::render::{draw, page_texts, AttentionCache, Chart, Labels};
-    let read = |lang: &str| {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("www/i18n/{lang}.json"));
-        std::fs::read_to_string(path).expect("www/i18n/*.json")
-    };
-    let (en, zh) = (read("en"), read("zh"));
-    let texts = page_texts(&[("en", &en), ("zh", &zh)]).expect("texts");
+    use kvlab::render::{draw, read_page_texts, AttentionCache, Chart, Labels};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/i18n");
+    let texts = read_page_texts(&dir).expect("texts");
     let lab = kvlab::lab::Lab::new(kvlab::state::Settings::default()).expect("the default view");
     // (the canvases' CSS sizes, from the page at those widths)
     let height = |name: &str, narrow: bool| match name {

@@ -7,7 +7,7 @@
 //! `www/i18n/{en,zh}.json` as `chartLabels` in `www/i18n.js` does.
 
 use crate::Result;
-use kvlab::render::{page_texts, Labels};
+use kvlab::render::{read_page_texts, Labels};
 use std::path::Path;
 
 /// The CSS size of the budget canvases at the page's widest layout (its `main` is at most 86rem
@@ -21,13 +21,7 @@ const MARKER: &str = "<!-- first-view -->";
 /// Writes the first view into `dist_index` (the assembled `index.html`); returns its size in
 /// bytes.
 pub fn write(i18n: &Path, dist_index: &Path) -> Result<usize> {
-    let read = |lang: &str| {
-        let path = i18n.join(format!("{lang}.json"));
-        std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-    };
-    let (en, zh) = (read("en")?, read("zh")?);
-    let texts =
-        page_texts(&[("en", &en), ("zh", &zh)]).map_err(|e| format!("{}: {e}", i18n.display()))?;
+    let texts = read_page_texts(i18n)?;
     let languages: Vec<(&str, Labels)> = ["en", "zh"]
         .into_iter()
         .map(|lang| (lang, Labels::for_charts(&texts, lang)))
