@@ -865,7 +865,7 @@ impl SelectKey {
 /// The policy comparison and the trade-off sweep the charts draw.
 #[derive(Debug, Clone)]
 pub struct CompareView {
-    key: (SelectKey, Option<QuantKey>, usize),
+    key: (SelectKey, Option<QuantConfig>, usize),
     /// Trade-off curves: one per policy, over budgets, mass retained vs `R_overall`.
     pub curves: Vec<SweepCurve>,
     /// The kept sets of each policy at the current B (for token strips).
@@ -928,7 +928,7 @@ fn compare_key(
     data: &Data,
     s: &Settings,
     quant: &QuantView,
-) -> (SelectKey, Option<QuantKey>, usize) {
+) -> (SelectKey, Option<QuantConfig>, usize) {
     let a = &data.attention;
     let observed = a.rows() - s.future.min(a.rows() - 1);
     let eval = if observed < a.rows() {
@@ -942,7 +942,9 @@ fn compare_key(
         <= OUTPUT_ERROR_MAX_WORK;
     (
         SelectKey::of(s),
-        with_values.then(|| quant.key.clone()),
+        // (the quantization's config only, as the table's cache key: the tensor shown, its
+        // channel and the scales' dtype change no figure of the comparison's own)
+        with_values.then_some(quant.key.config),
         s.future,
     )
 }
@@ -2630,6 +2632,87 @@ mod tests {
                 Stage::Kivi
             ]
         );
+    }
+
+    /// The settings table says which sections each setting changes (the page redraws their
+    /// charts, `www/fields.js`): every stage a change recomputes must be in a section it names,
+    /// else a chart of that section would stay stale on the page.
+    #[test]
+    fn each_setting_recomputes_only_the_sections_its_table_row_names() {
+        use crate::state::{fields, Affects, Rule, Section};
+        let base = small();
+        let query = base.to_query();
+        for field in fields() {
+            // (the value small() gives it, else its default)
+            let now = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(field.key)?.strip_prefix('='))
+                .map_or(field.default.clone(), str::to_string);
+            let other = match field.rule {
+                Rule::Int(lo, hi) | Rule::Odd(lo, hi) => {
+                    let d: u64 = now.parse().expect("a number");
+                    let step = if matches!(field.rule, Rule::Odd(..)) {
+                        2
+                    } else {
+                        1
+                    };
+                    if d + step <= hi {
+                        d + step
+                    } else {
+                        d.max(lo + step) - step
+                    }
+                    .to_string()
+                }
+                Rule::AutoOr(..) => "0".into(),
+                Rule::Numbers(n) => n
+                    .iter()
+                    .find(|v| v.to_string() != field.default)
+                    .expect("two")
+                    .to_string(),
+                Rule::Words(_) | Rule::Named => field
+                    .options
+                    .iter()
+                    .find(|o| **o != field.default)
+                    .expect("two options")
+                    .to_string(),
+                Rule::Model => "custom".into(),
+            };
+            let query = format!("{}&{}={other}", base.to_query(), field.key);
+            let parsed = Settings::from_query(&query);
+            assert!(parsed.warnings.is_empty(), "{query}: {:?}", parsed.warnings);
+            let mut lab = Lab::new(base.clone()).expect("lab");
+            let stages = stages_of(&mut lab, &parsed.settings);
+            let section = |st: Stage| match st {
+                Stage::Quantization | Stage::Kivi => Some(Section::Quant),
+                Stage::Selection => Some(Section::Select),
+                Stage::Budget => Some(Section::Budget),
+                Stage::Compare => Some(Section::Compare),
+                Stage::Data => None,
+            };
+            match field.affects {
+                Affects::Data => {
+                    assert!(stages.contains(&Stage::Data), "{}: {stages:?}", field.key)
+                }
+                Affects::Page => assert_eq!(stages, vec![], "{}", field.key),
+                Affects::Only(sections) => {
+                    // (the budget's figures are recomputed on every update, unreported)
+                    let budget_only = sections.contains(&Section::Budget);
+                    assert!(
+                        !stages.is_empty() || budget_only,
+                        "{}={other}: nothing",
+                        field.key
+                    );
+                    for st in stages {
+                        let named = section(st).is_some_and(|s| sections.contains(&s));
+                        assert!(
+                            named,
+                            "{}={other} recomputes {st:?}, not in {sections:?}",
+                            field.key
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -98,135 +98,517 @@ pub enum Scope {
     QueryHead,
 }
 
-/// Every control of the page. Field names are the URL keys.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Settings {
-    /// Attention pattern of the generator.
-    pub pattern: AttentionPreset,
-    /// Generator seed, `0..=2^53` (exact in JavaScript numbers).
-    pub seed: u64,
-    /// Tokens `T`, `1..=131072`.
-    pub tokens: usize,
-    /// Attention rows (decode steps) `S`, `1..=4096` and at most `T`.
-    pub steps: usize,
-    /// Channels `d`, `1..=1024`.
-    pub channels: usize,
-    /// Outlier channels of the generated keys, `0..=1024` and at most `d`.
-    pub outliers: usize,
-    /// All-positive (skewed) channels of the generated KV, `0..=1024` and at most `d`.
-    pub skewed: usize,
-    /// Bit width `b`, `1..=16` (symmetric needs 2 or more).
-    pub bits: u8,
-    /// Symmetric or asymmetric.
-    pub scheme: Scheme,
-    /// Per-channel, per-token or per-tensor.
-    pub granularity: Granularity,
-    /// Group size, `0` = none, else `1..=65536` (and at most the grouped axis).
-    pub group: usize,
-    /// Which tensor is quantized and shown.
-    pub tensor: KvPick,
-    /// The channel whose histogram is drawn; `None` = the one with the largest `max|x|`.
-    pub channel: Option<usize>,
-    /// Scale / zero-point dtype.
-    pub meta: MetaDtype,
-    /// Selection method.
-    pub method: Method,
-    /// Budget `B`, `1..=131072` (and at most `T`).
-    pub budget: usize,
-    /// Recent window `r`, `0..=131072`.
-    pub recent: usize,
-    /// SnapKV observation window `w`, `1..=4096` (and at most `S`).
-    pub window: usize,
-    /// SnapKV pooling.
-    pub pool: PoolKind,
-    /// SnapKV pooling kernel, odd, `1..=63`.
-    pub kernel: usize,
-    /// StreamingLLM sinks, `0..=1024` (and at most `B`).
-    pub sinks: usize,
-    /// Steps held out as "the future" for the policy comparison: policies see the first
-    /// `S - future` rows, quality is measured on the last `future` (the oracle's upper bound);
-    /// `0` = every policy sees and is judged on all rows. `0..=4095`, below `S`.
-    pub future: usize,
-    /// KIVI key bits, `1..=16`.
-    pub kivi_kbits: u8,
-    /// KIVI value bits, `1..=16`.
-    pub kivi_vbits: u8,
-    /// KIVI group size (tokens per key group, channels per value group), `1..=4096`.
-    pub kivi_group: usize,
-    /// KIVI full-precision residual window R (most recent tokens), `0..=131072`.
-    pub kivi_residual: usize,
-    /// GPU memory for the "context that fits" figure, GiB, `1..=4096`.
-    pub memory_gib: u64,
-    /// Model preset slug (see [`crate::budget::ModelConfig::presets`]) or `custom`.
-    pub model: String,
-    /// Custom model: layers `1..=1024`.
-    pub layers: u64,
-    /// Custom model: KV heads `1..=1024`.
-    pub kv_heads: u64,
-    /// Custom model: head dimension `1..=4096`.
-    pub head_dim: u64,
-    /// Custom model: bytes per full-precision element, 1, 2 or 4.
-    pub fp_bytes: u64,
-    /// Context length for the model extrapolation, `1..=4194304` tokens.
-    pub context: u64,
-    /// Batch size, `1..=1024`.
-    pub batch: u64,
-    /// Index kind for `M_index`.
-    pub index: IndexChoice,
-    /// How the kept tokens follow the context in the extrapolation (`keep=fraction|tokens`).
-    pub keep: KeepChoice,
-    /// Which heads share a kept set (model extrapolation).
-    pub scope: Scope,
-    /// Page language, `en` or `zh`.
-    pub lang: String,
-    /// Embed one section alone.
-    pub embed: Option<Embed>,
+/// Which section of the page a setting changes: the page redraws that section's charts when it
+/// does ([`Affects`]; `www/fields.js`, generated from [`fields`], tells the page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Section {
+    /// Section 1, the budget and the model calculator.
+    Budget,
+    /// Section 2, quantization (and the KIVI panel).
+    Quant,
+    /// Section 3, token selection.
+    Select,
+    /// Section 3b, the policy comparison.
+    Compare,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            pattern: AttentionPreset::HeavyHitters,
-            seed: 1,
-            tokens: 512,
-            steps: 64,
-            channels: 64,
-            outliers: 4,
-            skewed: 0,
-            bits: 4,
-            scheme: Scheme::Symmetric,
-            granularity: Granularity::PerChannel,
-            group: 0,
-            tensor: KvPick::K,
-            channel: None,
-            meta: MetaDtype::F16,
-            method: Method::H2o,
-            budget: 128,
-            recent: 32,
-            window: 16,
-            pool: PoolKind::Max,
-            kernel: 7,
-            sinks: 4,
-            future: 16,
-            kivi_kbits: 2,
-            kivi_vbits: 2,
-            kivi_group: 32,
-            kivi_residual: 128,
-            memory_gib: 80,
-            model: "llama-3-8b".into(),
-            layers: 32,
-            kv_heads: 8,
-            head_dim: 128,
-            fp_bytes: 2,
-            context: 32768,
-            batch: 1,
-            index: IndexChoice::List,
-            keep: KeepChoice::Fraction,
-            scope: Scope::KvHead,
-            lang: "en".into(),
-            embed: None,
+/// What changing a setting recomputes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Affects {
+    /// The data itself (generated or read): every section.
+    Data,
+    /// Only these sections.
+    Only(&'static [Section]),
+    /// Nothing computed: how the page is shown (its language, a section embedded alone).
+    Page,
+}
+
+/// The values a setting takes: the parser enforces it, links are repaired to it, the reference
+/// (`docs/settings.md`) states it. Bounds that another setting sets (`budget <= tokens`) are
+/// applied after every key is read, by [`Settings::from_query`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// A whole number in `lo..=hi`.
+    Int(u64, u64),
+    /// An odd whole number in `lo..=hi` (an even one is raised by one).
+    Odd(u64, u64),
+    /// `auto` or a whole number in `lo..=hi` (`auto` is written as no key at all).
+    AutoOr(u64, u64),
+    /// One of these numbers.
+    Numbers(&'static [u64]),
+    /// One of these words.
+    Words(&'static [&'static str]),
+    /// One of the options of the setting's type (its names in links).
+    Named,
+    /// A model preset's slug ([`model_slug`]) or `custom`.
+    Model,
+}
+
+/// One setting as the table declares it: its URL key, its values, what it changes, what it is.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// The URL key, also the field's name in [`Settings`] and in the page's settings object.
+    pub key: &'static str,
+    /// The values it takes.
+    pub rule: Rule,
+    /// The values by name when the rule is [`Rule::Named`] or [`Rule::Words`], else empty.
+    pub options: Vec<&'static str>,
+    /// What changing it recomputes.
+    pub affects: Affects,
+    /// The default, as a link writes it (empty for `auto` or none).
+    pub default: String,
+    /// What it is (the field's doc comment).
+    pub doc: &'static str,
+}
+
+/// A value as a query writes it: a number, or a name (percent-encoded).
+enum Written<'a> {
+    N(u64),
+    S(&'a str),
+}
+
+/// A setting's type: how a link's text becomes its value and back, under its [`Rule`]. One
+/// implementation per type, not per field, so the page's module carries a handful of parsers.
+trait Value: Sized + PartialEq {
+    fn read(p: &mut Parser, key: &str, raw: &str, rule: Rule) -> Option<Self>;
+    fn write(&self) -> Written<'_>;
+    /// The option names of a [`Rule::Named`] type (for [`fields`]).
+    fn names() -> Vec<&'static str> {
+        Vec::new()
+    }
+}
+
+/// Reads a whole number under `rule` (an integer rule: [`Rule::Int`], [`Rule::Odd`],
+/// [`Rule::Numbers`]); one copy for every integer type.
+fn read_number(p: &mut Parser, key: &str, raw: &str, rule: Rule) -> Option<u64> {
+    match rule {
+        Rule::Int(lo, hi) | Rule::AutoOr(lo, hi) => p.int(key, raw, lo, hi),
+        Rule::Odd(lo, hi) => {
+            let v = p.int(key, raw, lo, hi)?;
+            if v % 2 == 1 {
+                return Some(v);
+            }
+            let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+            p.warn(
+                key,
+                Repair::Even {
+                    value: as_usize(v),
+                    lo: as_usize(lo),
+                    hi: as_usize(hi),
+                    used: as_usize(v + 1),
+                },
+            );
+            Some(v + 1)
+        }
+        Rule::Numbers(options) => {
+            if let Some(n) = options.iter().find(|n| n.to_string() == raw) {
+                return Some(*n);
+            }
+            p.warn(
+                key,
+                Repair::NotOneOf {
+                    raw: raw.to_string(),
+                    options: options.iter().map(|n| n.to_string()).collect(),
+                },
+            );
+            None
+        }
+        Rule::Words(_) | Rule::Named | Rule::Model => None,
+    }
+}
+
+macro_rules! whole_number {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            fn read(p: &mut Parser, key: &str, raw: &str, rule: Rule) -> Option<Self> {
+                read_number(p, key, raw, rule).and_then(|v| <$t>::try_from(v).ok())
+            }
+            fn write(&self) -> Written<'_> {
+                Written::N(*self as u64)
+            }
+        }
+    )*};
+}
+whole_number!(u8, usize, u64);
+
+impl Value for Option<usize> {
+    fn read(p: &mut Parser, key: &str, raw: &str, rule: Rule) -> Option<Self> {
+        if raw == "auto" {
+            return Some(None);
+        }
+        usize::read(p, key, raw, rule).map(Some)
+    }
+    fn write(&self) -> Written<'_> {
+        Written::N(self.unwrap_or(0) as u64)
+    }
+}
+
+impl Value for String {
+    fn read(p: &mut Parser, key: &str, raw: &str, rule: Rule) -> Option<Self> {
+        match rule {
+            Rule::Words(words) => p
+                .choice(
+                    key,
+                    raw,
+                    &words.iter().map(|w| (*w, *w)).collect::<Vec<_>>(),
+                )
+                .map(str::to_string),
+            _ => {
+                let known = raw == "custom"
+                    || crate::budget::ModelConfig::presets()
+                        .iter()
+                        .any(|m| model_slug(&m.name) == raw);
+                if !known {
+                    p.warn(
+                        key,
+                        Repair::UnknownModel {
+                            raw: raw.to_string(),
+                        },
+                    );
+                }
+                known.then(|| raw.to_string())
+            }
         }
     }
+    fn write(&self) -> Written<'_> {
+        Written::S(self)
+    }
+}
+
+/// A setting whose values are a type's options, named in links by these tokens.
+trait Named: Copy + PartialEq + 'static {
+    const OPTIONS: &'static [(&'static str, Self)];
+    /// The option's other name, its serde name, when it differs from its token (the page's
+    /// settings objects hold `symmetric` for `sym`): both read the same, links keep the token.
+    fn long_name(self) -> Option<&'static str> {
+        None
+    }
+}
+
+impl<T: Named> Value for T {
+    fn read(p: &mut Parser, key: &str, raw: &str, _: Rule) -> Option<Self> {
+        if let Some((_, v)) = T::OPTIONS.iter().find(|(_, v)| v.long_name() == Some(raw)) {
+            return Some(*v);
+        }
+        p.choice(key, raw, T::OPTIONS)
+    }
+    fn write(&self) -> Written<'_> {
+        Written::S(name_of(T::OPTIONS, *self))
+    }
+    fn names() -> Vec<&'static str> {
+        T::OPTIONS.iter().map(|(n, _)| *n).collect()
+    }
+}
+
+impl Value for Option<Embed> {
+    fn read(p: &mut Parser, key: &str, raw: &str, rule: Rule) -> Option<Self> {
+        Embed::read(p, key, raw, rule).map(Some)
+    }
+    fn write(&self) -> Written<'_> {
+        self.as_ref().map_or(Written::S(""), Value::write)
+    }
+    fn names() -> Vec<&'static str> {
+        Embed::names()
+    }
+}
+
+/// The table of settings. Each row is one setting, in URL key order: its doc comment, its field
+/// and type, its default, its [`Rule`] and what it [`Affects`]. The struct [`Settings`], its
+/// `Default`, the link parser, [`Settings::to_query`], [`fields`] (the page's manifest and the
+/// reference in `docs/settings.md`) all come from here; a new setting is one row.
+macro_rules! settings {
+    ($($(#[doc = $doc:literal])+ $key:ident: $ty:ty = $default:expr, $rule:expr, $affects:expr;)+) => {
+        /// Every control of the page. Field names are the URL keys; each field's values are its
+        /// [`Rule`] in [`fields`] (listed in `docs/settings.md`).
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        pub struct Settings {
+            $($(#[doc = $doc])+ pub $key: $ty,)+
+        }
+
+        impl Default for Settings {
+            fn default() -> Self {
+                Self { $($key: $default,)+ }
+            }
+        }
+
+        impl Settings {
+            /// Reads `raw` into the setting `key`, repairing (and saying so) under its rule; an
+            /// unknown key is ignored (other tools may add their own).
+            fn read_key(&mut self, p: &mut Parser, key: &str, raw: &str) {
+                match key {
+                    $(stringify!($key) => {
+                        if let Some(v) = <$ty as Value>::read(p, stringify!($key), raw, $rule) {
+                            self.$key = v;
+                        }
+                    })+
+                    _ => {}
+                }
+            }
+
+            /// Every setting that differs from `d`, in table order, as a query writes it.
+            fn written(&self, d: &Settings) -> Vec<(&'static str, Written<'_>)> {
+                let mut out = Vec::new();
+                $(if self.$key != d.$key {
+                    out.push((stringify!($key), self.$key.write()));
+                })+
+                out
+            }
+        }
+
+        /// The table of settings, for the page's manifest and the reference (native tools and
+        /// tests: the page's module parses links with the table itself, not with this list).
+        pub fn fields() -> Vec<Field> {
+            let d = Settings::default();
+            let default = |w: Written<'_>| match w {
+                Written::N(n) => n.to_string(),
+                Written::S(s) => s.to_string(),
+            };
+            vec![$(Field {
+                key: stringify!($key),
+                rule: $rule,
+                options: match $rule {
+                    Rule::Words(w) => w.to_vec(),
+                    _ => <$ty as Value>::names(),
+                },
+                affects: $affects,
+                default: match $rule {
+                    Rule::AutoOr(..) => String::new(),
+                    _ => default(d.$key.write()),
+                },
+                doc: concat!($($doc, "\n"),+),
+            },)+]
+        }
+    };
+}
+
+/// The reference of the page's URL keys (`docs/settings.md`), made from the table: each key,
+/// the values it takes, its default and what changing it recomputes.
+pub fn reference() -> String {
+    let mut out = String::from(
+        "# The page's settings (URL keys)\n\n\
+         Generated from the table of settings in `src/state.rs` (`cargo test --lib \
+         settings_reference` checks it; `KVLAB_BLESS=1` rewrites it). A link holds only the \
+         values that differ from the defaults, e.g. `?bits=3&budget=64`. A value out of range \
+         is repaired to the nearest allowed one and the page says so; an unknown key is \
+         ignored. Bounds that depend on other settings or on the data (`budget` at most \
+         `tokens`) are in the descriptions.\n\n\
+         | Key | Values | Default | Changes | What it is |\n|---|---|---|---|---|\n",
+    );
+    for f in fields() {
+        let values = match f.rule {
+            Rule::Int(lo, hi) => format!("{lo} to {hi}"),
+            Rule::Odd(lo, hi) => format!("odd, {lo} to {hi}"),
+            Rule::AutoOr(lo, hi) => format!("`auto` or {lo} to {hi}"),
+            Rule::Numbers(n) => n.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            Rule::Words(_) | Rule::Named => f
+                .options
+                .iter()
+                .map(|o| format!("`{o}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Rule::Model => "a preset's slug (see the page's list) or `custom`".into(),
+        };
+        let changes = match f.affects {
+            Affects::Data => "the data: every section".to_string(),
+            Affects::Page => "the page only".to_string(),
+            Affects::Only(s) => {
+                let mut numbers: Vec<&str> = s
+                    .iter()
+                    .map(|s| match s {
+                        Section::Budget => "1",
+                        Section::Quant => "2",
+                        Section::Select => "3",
+                        Section::Compare => "3b",
+                    })
+                    .collect();
+                numbers.sort_unstable();
+                let plural = if numbers.len() > 1 { "s" } else { "" };
+                format!("section{plural} {}", numbers.join(", "))
+            }
+        };
+        let default = match f.rule {
+            Rule::AutoOr(..) => "`auto`".to_string(),
+            _ if f.default.is_empty() => "none".to_string(),
+            _ => format!("`{}`", f.default),
+        };
+        // (one line, its pipes escaped for the table, intra-doc links as plain code)
+        let doc = f.doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        let doc = doc
+            .replace('|', "\\|")
+            .replace("[`", "`")
+            .replace("`]", "`");
+        out.push_str(&format!(
+            "| `{}` | {values} | {default} | {changes} | {doc} |\n",
+            f.key
+        ));
+    }
+    out
+}
+
+const DATA: Affects = Affects::Data;
+const QUANT: Affects = Affects::Only(&[Section::Quant, Section::Budget, Section::Compare]);
+const QUANT_ONLY: Affects = Affects::Only(&[Section::Quant]);
+const SELECT: Affects = Affects::Only(&[Section::Select, Section::Budget, Section::Compare]);
+const BUDGET: Affects = Affects::Only(&[Section::Budget]);
+const COMPARE: Affects = Affects::Only(&[Section::Compare]);
+const PAGE: Affects = Affects::Page;
+const MAX: u64 = MAX_TOKENS as u64;
+
+settings! {
+    /// Attention pattern of the generator.
+    pattern: AttentionPreset = AttentionPreset::HeavyHitters, Rule::Named, DATA;
+    /// Generator seed (at most 2^53: exact in JavaScript numbers).
+    seed: u64 = 1, Rule::Int(0, 1 << 53), DATA;
+    /// Tokens `T`.
+    tokens: usize = 512, Rule::Int(1, MAX), DATA;
+    /// Attention rows (decode steps) `S`, at most `T`.
+    steps: usize = 64, Rule::Int(1, MAX_STEPS as u64), DATA;
+    /// Channels `d`.
+    channels: usize = 64, Rule::Int(1, MAX_CHANNELS as u64), DATA;
+    /// Outlier channels of the generated keys, at most `d`.
+    outliers: usize = 4, Rule::Int(0, MAX_CHANNELS as u64), DATA;
+    /// All-positive (skewed) channels of the generated KV, at most `d`.
+    skewed: usize = 0, Rule::Int(0, MAX_CHANNELS as u64), DATA;
+    /// Bit width `b` (symmetric needs 2 or more).
+    bits: u8 = 4, Rule::Int(1, MAX_BITS as u64), QUANT;
+    /// Symmetric or asymmetric.
+    scheme: Scheme = Scheme::Symmetric, Rule::Named, QUANT;
+    /// Per-channel, per-token or per-tensor.
+    granularity: Granularity = Granularity::PerChannel, Rule::Named, QUANT;
+    /// Group size, `0` = none (and at most the grouped axis).
+    group: usize = 0, Rule::Int(0, 65536), QUANT;
+    /// Which tensor is quantized and shown.
+    tensor: KvPick = KvPick::K, Rule::Named, QUANT_ONLY;
+    /// The channel whose histogram is drawn; `None` (`auto`) = the one with the largest `max|x|`.
+    channel: Option<usize> = None, Rule::AutoOr(0, MAX_CHANNELS as u64 - 1), QUANT_ONLY;
+    /// Scale / zero-point dtype.
+    meta: MetaDtype = MetaDtype::F16, Rule::Named, QUANT;
+    /// Selection method.
+    method: Method = Method::H2o, Rule::Named, SELECT;
+    /// Budget `B` (at most `T`).
+    budget: usize = 128, Rule::Int(1, MAX), SELECT;
+    /// Recent window `r` (at most `T`).
+    recent: usize = 32, Rule::Int(0, MAX), SELECT;
+    /// SnapKV observation window `w` (at most `S`).
+    window: usize = 16, Rule::Int(1, MAX_STEPS as u64), SELECT;
+    /// SnapKV pooling.
+    pool: PoolKind = PoolKind::Max, Rule::Named, SELECT;
+    /// SnapKV pooling kernel (odd, at most `2 T + 1`).
+    kernel: usize = 7, Rule::Odd(1, 63), SELECT;
+    /// StreamingLLM sinks (at most `B`).
+    sinks: usize = 4, Rule::Int(0, 1024), SELECT;
+    /// Steps held out as "the future" for the policy comparison: policies see the first
+    /// `S - future` rows, quality is measured on the last `future` (the oracle's upper bound);
+    /// `0` = every policy sees and is judged on all rows. Below `S`.
+    future: usize = 16, Rule::Int(0, MAX_STEPS as u64 - 1), COMPARE;
+    /// KIVI key bits.
+    kivi_kbits: u8 = 2, Rule::Int(1, 16), QUANT_ONLY;
+    /// KIVI value bits.
+    kivi_vbits: u8 = 2, Rule::Int(1, 16), QUANT_ONLY;
+    /// KIVI group size (tokens per key group, channels per value group).
+    kivi_group: usize = 32, Rule::Int(1, 4096), QUANT_ONLY;
+    /// KIVI full-precision residual window R (most recent tokens).
+    kivi_residual: usize = 128, Rule::Int(0, MAX), QUANT_ONLY;
+    /// GPU memory for the "context that fits" figure, GiB.
+    memory_gib: u64 = 80, Rule::Int(1, 4096), BUDGET;
+    /// Model preset slug (see [`crate::budget::ModelConfig::presets`]) or `custom`.
+    model: String = "llama-3-8b".into(), Rule::Model, BUDGET;
+    /// Custom model: layers.
+    layers: u64 = 32, Rule::Int(1, 1024), BUDGET;
+    /// Custom model: KV heads.
+    kv_heads: u64 = 8, Rule::Int(1, 1024), BUDGET;
+    /// Custom model: head dimension.
+    head_dim: u64 = 128, Rule::Int(1, 4096), BUDGET;
+    /// Custom model: bytes per full-precision element.
+    fp_bytes: u64 = 2, Rule::Numbers(&[1, 2, 4]), BUDGET;
+    /// Context length for the model extrapolation, tokens.
+    context: u64 = 32768, Rule::Int(1, 1 << 22), BUDGET;
+    /// Batch size.
+    batch: u64 = 1, Rule::Int(1, 1024), BUDGET;
+    /// Index kind for `M_index`.
+    index: IndexChoice = IndexChoice::List, Rule::Named, BUDGET;
+    /// How the kept tokens follow the context in the extrapolation.
+    keep: KeepChoice = KeepChoice::Fraction, Rule::Named, BUDGET;
+    /// Which heads share a kept set (model extrapolation).
+    scope: Scope = Scope::KvHead, Rule::Named, BUDGET;
+    /// Page language.
+    lang: String = "en".into(), Rule::Words(&["en", "zh"]), PAGE;
+    /// Embed one section alone.
+    embed: Option<Embed> = None, Rule::Named, PAGE;
+}
+
+impl Named for AttentionPreset {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("sink-local", AttentionPreset::SinkLocal),
+        ("heavy-hitters", AttentionPreset::HeavyHitters),
+        ("uniform", AttentionPreset::Uniform),
+        ("needle", AttentionPreset::Needle),
+    ];
+}
+impl Named for Scheme {
+    const OPTIONS: &'static [(&'static str, Self)] =
+        &[("sym", Scheme::Symmetric), ("asym", Scheme::Asymmetric)];
+    fn long_name(self) -> Option<&'static str> {
+        Some(self.name())
+    }
+}
+impl Named for Granularity {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("channel", Granularity::PerChannel),
+        ("token", Granularity::PerToken),
+        ("tensor", Granularity::PerTensor),
+    ];
+    fn long_name(self) -> Option<&'static str> {
+        Some(self.name())
+    }
+}
+impl Named for KvPick {
+    const OPTIONS: &'static [(&'static str, Self)] = &[("k", KvPick::K), ("v", KvPick::V)];
+}
+impl Named for MetaDtype {
+    const OPTIONS: &'static [(&'static str, Self)] =
+        &[("f16", MetaDtype::F16), ("f32", MetaDtype::F32)];
+}
+impl Named for Method {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("h2o", Method::H2o),
+        ("snapkv", Method::Snapkv),
+        ("streaming", Method::Streaming),
+    ];
+}
+impl Named for PoolKind {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("none", PoolKind::None),
+        ("avg", PoolKind::Avg),
+        ("max", PoolKind::Max),
+    ];
+}
+impl Named for IndexChoice {
+    const OPTIONS: &'static [(&'static str, Self)] =
+        &[("list", IndexChoice::List), ("mask", IndexChoice::Mask)];
+}
+impl Named for KeepChoice {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("fraction", KeepChoice::Fraction),
+        ("tokens", KeepChoice::Tokens),
+    ];
+}
+impl Named for Scope {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("layer", Scope::Layer),
+        ("kv-head", Scope::KvHead),
+        ("query-head", Scope::QueryHead),
+    ];
+}
+impl Named for Embed {
+    const OPTIONS: &'static [(&'static str, Self)] = &[
+        ("quant", Embed::Quant),
+        ("select", Embed::Select),
+        ("budget", Embed::Budget),
+        ("compare", Embed::Compare),
+        ("together", Embed::Together),
+    ];
 }
 
 /// One repair made while parsing a query: the key, the value given and what was used instead.
@@ -570,64 +952,6 @@ impl Parser {
     }
 }
 
-const PATTERNS: [(&str, AttentionPreset); 4] = [
-    ("sink-local", AttentionPreset::SinkLocal),
-    ("heavy-hitters", AttentionPreset::HeavyHitters),
-    ("uniform", AttentionPreset::Uniform),
-    ("needle", AttentionPreset::Needle),
-];
-const SCHEMES: [(&str, Scheme); 2] = [("sym", Scheme::Symmetric), ("asym", Scheme::Asymmetric)];
-const GRANULARITIES: [(&str, Granularity); 3] = [
-    ("channel", Granularity::PerChannel),
-    ("token", Granularity::PerToken),
-    ("tensor", Granularity::PerTensor),
-];
-const TENSORS: [(&str, KvPick); 2] = [("k", KvPick::K), ("v", KvPick::V)];
-const METAS: [(&str, MetaDtype); 2] = [("f16", MetaDtype::F16), ("f32", MetaDtype::F32)];
-const METHODS: [(&str, Method); 3] = [
-    ("h2o", Method::H2o),
-    ("snapkv", Method::Snapkv),
-    ("streaming", Method::Streaming),
-];
-const POOLS: [(&str, PoolKind); 3] = [
-    ("none", PoolKind::None),
-    ("avg", PoolKind::Avg),
-    ("max", PoolKind::Max),
-];
-const INDEXES: [(&str, IndexChoice); 2] =
-    [("list", IndexChoice::List), ("mask", IndexChoice::Mask)];
-const KEEPS: [(&str, KeepChoice); 2] = [
-    ("fraction", KeepChoice::Fraction),
-    ("tokens", KeepChoice::Tokens),
-];
-const SCOPES: [(&str, Scope); 3] = [
-    ("layer", Scope::Layer),
-    ("kv-head", Scope::KvHead),
-    ("query-head", Scope::QueryHead),
-];
-const LANGS: [(&str, &str); 2] = [("en", "en"), ("zh", "zh")];
-const EMBEDS: [(&str, Embed); 5] = [
-    ("quant", Embed::Quant),
-    ("select", Embed::Select),
-    ("budget", Embed::Budget),
-    ("compare", Embed::Compare),
-    ("together", Embed::Together),
-];
-
-/// The URL token of `raw` when `raw` is an option's long name (its serde name, which the
-/// page's settings objects hold: `symmetric` for `sym`, `per-channel` for `channel`), else
-/// `raw`. Links keep the short tokens; both read the same.
-fn long_name<'a, T: Copy>(
-    raw: &'a str,
-    options: &[(&'static str, T)],
-    long: impl Fn(T) -> &'static str,
-) -> &'a str {
-    options
-        .iter()
-        .find(|(_, v)| long(*v) == raw)
-        .map_or(raw, |(n, _)| *n)
-}
-
 fn name_of<T: PartialEq + Copy>(options: &[(&'static str, T)], v: T) -> &'static str {
     options
         .iter()
@@ -672,232 +996,7 @@ impl Settings {
             given.push(key.clone());
             let raw: String = percent_decode(v).chars().take(200).collect();
             let raw = raw.as_str();
-            match key.as_str() {
-                "pattern" => {
-                    if let Some(v) = p.choice("pattern", raw, &PATTERNS) {
-                        s.pattern = v;
-                    }
-                }
-                "seed" => {
-                    if let Some(v) = p.int("seed", raw, 0u64, 1u64 << 53) {
-                        s.seed = v;
-                    }
-                }
-                "tokens" => {
-                    if let Some(v) = p.int("tokens", raw, 1usize, MAX_TOKENS) {
-                        s.tokens = v;
-                    }
-                }
-                "steps" => {
-                    if let Some(v) = p.int("steps", raw, 1usize, MAX_STEPS) {
-                        s.steps = v;
-                    }
-                }
-                "channels" => {
-                    if let Some(v) = p.int("channels", raw, 1usize, MAX_CHANNELS) {
-                        s.channels = v;
-                    }
-                }
-                "outliers" => {
-                    if let Some(v) = p.int("outliers", raw, 0usize, MAX_CHANNELS) {
-                        s.outliers = v;
-                    }
-                }
-                "skewed" => {
-                    if let Some(v) = p.int("skewed", raw, 0usize, MAX_CHANNELS) {
-                        s.skewed = v;
-                    }
-                }
-                "bits" => {
-                    if let Some(v) = p.int("bits", raw, 1u8, MAX_BITS) {
-                        s.bits = v;
-                    }
-                }
-                "scheme" => {
-                    let raw = long_name(raw, &SCHEMES, |v| v.name());
-                    if let Some(v) = p.choice("scheme", raw, &SCHEMES) {
-                        s.scheme = v;
-                    }
-                }
-                "granularity" => {
-                    let raw = long_name(raw, &GRANULARITIES, |v| v.name());
-                    if let Some(v) = p.choice("granularity", raw, &GRANULARITIES) {
-                        s.granularity = v;
-                    }
-                }
-                "group" => {
-                    if let Some(v) = p.int("group", raw, 0usize, 65536) {
-                        s.group = v;
-                    }
-                }
-                "tensor" => {
-                    if let Some(v) = p.choice("tensor", raw, &TENSORS) {
-                        s.tensor = v;
-                    }
-                }
-                "channel" => {
-                    if raw == "auto" {
-                        s.channel = None;
-                    } else if let Some(v) = p.int("channel", raw, 0usize, MAX_CHANNELS - 1) {
-                        s.channel = Some(v);
-                    }
-                }
-                "meta" => {
-                    if let Some(v) = p.choice("meta", raw, &METAS) {
-                        s.meta = v;
-                    }
-                }
-                "method" => {
-                    if let Some(v) = p.choice("method", raw, &METHODS) {
-                        s.method = v;
-                    }
-                }
-                "budget" => {
-                    if let Some(v) = p.int("budget", raw, 1usize, MAX_TOKENS) {
-                        s.budget = v;
-                    }
-                }
-                "recent" => {
-                    if let Some(v) = p.int("recent", raw, 0usize, MAX_TOKENS) {
-                        s.recent = v;
-                    }
-                }
-                "window" => {
-                    if let Some(v) = p.int("window", raw, 1usize, MAX_STEPS) {
-                        s.window = v;
-                    }
-                }
-                "pool" => {
-                    if let Some(v) = p.choice("pool", raw, &POOLS) {
-                        s.pool = v;
-                    }
-                }
-                "kernel" => {
-                    if let Some(v) = p.int("kernel", raw, 1usize, 63) {
-                        if v % 2 == 0 {
-                            p.warn(
-                                "kernel",
-                                Repair::Even {
-                                    value: v,
-                                    lo: 1,
-                                    hi: 63,
-                                    used: v + 1,
-                                },
-                            );
-                            s.kernel = v + 1;
-                        } else {
-                            s.kernel = v;
-                        }
-                    }
-                }
-                "sinks" => {
-                    if let Some(v) = p.int("sinks", raw, 0usize, 1024) {
-                        s.sinks = v;
-                    }
-                }
-                "kivi_kbits" => {
-                    if let Some(v) = p.int("kivi_kbits", raw, 1u8, 16) {
-                        s.kivi_kbits = v;
-                    }
-                }
-                "kivi_vbits" => {
-                    if let Some(v) = p.int("kivi_vbits", raw, 1u8, 16) {
-                        s.kivi_vbits = v;
-                    }
-                }
-                "kivi_group" => {
-                    if let Some(v) = p.int("kivi_group", raw, 1usize, 4096) {
-                        s.kivi_group = v;
-                    }
-                }
-                "kivi_residual" => {
-                    if let Some(v) = p.int("kivi_residual", raw, 0usize, MAX_TOKENS) {
-                        s.kivi_residual = v;
-                    }
-                }
-                "memory_gib" => {
-                    if let Some(v) = p.int("memory_gib", raw, 1u64, 4096) {
-                        s.memory_gib = v;
-                    }
-                }
-                "future" => {
-                    if let Some(v) = p.int("future", raw, 0usize, MAX_STEPS - 1) {
-                        s.future = v;
-                    }
-                }
-                "model" => {
-                    let known = raw == "custom"
-                        || crate::budget::ModelConfig::presets()
-                            .iter()
-                            .any(|m| model_slug(&m.name) == raw);
-                    if known {
-                        s.model = raw.to_string();
-                    } else {
-                        p.warn(
-                            "model",
-                            Repair::UnknownModel {
-                                raw: raw.to_string(),
-                            },
-                        );
-                    }
-                }
-                "layers" => {
-                    if let Some(v) = p.int("layers", raw, 1u64, 1024) {
-                        s.layers = v;
-                    }
-                }
-                "kv_heads" => {
-                    if let Some(v) = p.int("kv_heads", raw, 1u64, 1024) {
-                        s.kv_heads = v;
-                    }
-                }
-                "head_dim" => {
-                    if let Some(v) = p.int("head_dim", raw, 1u64, 4096) {
-                        s.head_dim = v;
-                    }
-                }
-                "fp_bytes" => {
-                    if let Some(v) = p.choice("fp_bytes", raw, &[("1", 1u64), ("2", 2), ("4", 4)]) {
-                        s.fp_bytes = v;
-                    }
-                }
-                "context" => {
-                    if let Some(v) = p.int("context", raw, 1u64, 1 << 22) {
-                        s.context = v;
-                    }
-                }
-                "batch" => {
-                    if let Some(v) = p.int("batch", raw, 1u64, 1024) {
-                        s.batch = v;
-                    }
-                }
-                "keep" => {
-                    if let Some(v) = p.choice("keep", raw, &KEEPS) {
-                        s.keep = v;
-                    }
-                }
-                "index" => {
-                    if let Some(v) = p.choice("index", raw, &INDEXES) {
-                        s.index = v;
-                    }
-                }
-                "scope" => {
-                    if let Some(v) = p.choice("scope", raw, &SCOPES) {
-                        s.scope = v;
-                    }
-                }
-                "lang" => {
-                    if let Some(v) = p.choice("lang", raw, &LANGS) {
-                        s.lang = v.to_string();
-                    }
-                }
-                "embed" => {
-                    if let Some(v) = p.choice("embed", raw, &EMBEDS) {
-                        s.embed = Some(v);
-                    }
-                }
-                _ => {} // unknown keys are ignored (other tools may add their own)
-            }
+            s.read_key(&mut p, &key, raw);
         }
         let said = |key: &str| every_key_given || given.iter().any(|g| g == key);
         p.cap(said("steps"), "steps", &mut s.steps, s.tokens, "tokens");
@@ -986,76 +1085,7 @@ impl Settings {
     /// The query string (without `?`) holding every value that differs from the default, in a
     /// fixed key order. `from_query(to_query(s)) == s` for every in-range `s`.
     pub fn to_query(&self) -> String {
-        /// A value as the query writes it: a number, or a name (percent-encoded).
-        enum V<'a> {
-            N(u64),
-            S(&'a str),
-        }
-        let d = Settings::default();
-        let mut out: Vec<(&str, V)> = Vec::new();
-        // (every number through one u64, not one formatter per field and type: the page's
-        // module carries this function)
-        macro_rules! num {
-            ($field:ident) => {
-                if self.$field != d.$field {
-                    out.push((stringify!($field), V::N(self.$field as u64)));
-                }
-            };
-        }
-        macro_rules! pick {
-            ($field:ident, $opts:expr) => {
-                if self.$field != d.$field {
-                    out.push((stringify!($field), V::S(name_of(&$opts, self.$field))));
-                }
-            };
-        }
-        pick!(pattern, PATTERNS);
-        num!(seed);
-        num!(tokens);
-        num!(steps);
-        num!(channels);
-        num!(outliers);
-        num!(skewed);
-        num!(bits);
-        pick!(scheme, SCHEMES);
-        pick!(granularity, GRANULARITIES);
-        num!(group);
-        pick!(tensor, TENSORS);
-        if let Some(c) = self.channel {
-            out.push(("channel", V::N(c as u64)));
-        }
-        pick!(meta, METAS);
-        pick!(method, METHODS);
-        num!(budget);
-        num!(recent);
-        num!(window);
-        pick!(pool, POOLS);
-        num!(kernel);
-        num!(sinks);
-        num!(future);
-        num!(kivi_kbits);
-        num!(kivi_vbits);
-        num!(kivi_group);
-        num!(kivi_residual);
-        num!(memory_gib);
-        if self.model != d.model {
-            out.push(("model", V::S(&self.model)));
-        }
-        num!(layers);
-        num!(kv_heads);
-        num!(head_dim);
-        num!(fp_bytes);
-        num!(context);
-        num!(batch);
-        pick!(index, INDEXES);
-        pick!(keep, KEEPS);
-        pick!(scope, SCOPES);
-        if self.lang != d.lang {
-            out.push(("lang", V::S(&self.lang)));
-        }
-        if let Some(e) = self.embed {
-            out.push(("embed", V::S(name_of(&EMBEDS, e))));
-        }
+        let out = self.written(&Settings::default());
         let mut query = String::new();
         for (k, v) in out {
             if !query.is_empty() {
@@ -1064,8 +1094,8 @@ impl Settings {
             query.push_str(k);
             query.push('=');
             match v {
-                V::N(n) => query.push_str(&n.to_string()),
-                V::S(s) => query.push_str(&percent_encode(s)),
+                Written::N(n) => query.push_str(&n.to_string()),
+                Written::S(s) => query.push_str(&percent_encode(s)),
             }
         }
         query
@@ -1251,6 +1281,57 @@ mod tests {
             "kernel 9 is out of range: must be at most 2 x tokens + 1 (3); 3 is used"
         );
         assert_eq!(Settings::from_query("tokens=3").settings.kernel, 7);
+    }
+
+    /// `docs/settings.md` is the table's reference, so a new setting or range reaches it.
+    #[test]
+    fn the_settings_reference_in_docs_is_the_tables() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/settings.md");
+        let want = reference();
+        if std::env::var_os("KVLAB_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("docs/settings.md written");
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/settings.md is not the table's reference: run \
+             `KVLAB_BLESS=1 cargo test --lib settings_reference` and commit it"
+        );
+    }
+
+    #[test]
+    fn every_row_of_the_table_reads_its_default_and_its_bounds() {
+        for f in fields() {
+            let (lo, hi) = match f.rule {
+                Rule::Int(lo, hi) | Rule::Odd(lo, hi) | Rule::AutoOr(lo, hi) => (lo, hi),
+                _ => continue,
+            };
+            for v in [lo, hi] {
+                let v = if matches!(f.rule, Rule::Odd(..)) && v % 2 == 0 {
+                    v + 1
+                } else {
+                    v
+                };
+                let p = Settings::parse(&format!("{}={v}", f.key), false);
+                let repaired: Vec<_> = p.warnings.iter().filter(|w| w.key == f.key).collect();
+                // (a bound another setting sets may lower it: said as AtMost or Below)
+                assert!(
+                    repaired
+                        .iter()
+                        .all(|w| matches!(*w.repair, Repair::AtMost { .. } | Repair::Below { .. })),
+                    "{}={v}: {repaired:?}",
+                    f.key
+                );
+            }
+            let p = Settings::parse(&format!("{}={}", f.key, hi + 1), false);
+            assert!(
+                p.warnings
+                    .iter()
+                    .any(|w| w.key == f.key && matches!(*w.repair, Repair::OutOfRange { .. })),
+                "{} above {hi} is repaired",
+                f.key
+            );
+        }
     }
 
     #[test]

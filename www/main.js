@@ -12,34 +12,29 @@
 import { connect } from './client.js';
 import { TEXT, LOAD_ZH, t, fill, placeName, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
+import { FIELDS } from './fields.js';
 
 /** A Chinese character (the templates' spacing around names said in Chinese, errorText). */
 const HAN = /[\u4e00-\u9fff]/;
 
-/** Which sections a settings key affects (data keys affect everything). */
-const Q = ['quant', 'budget', 'compare'];
-const SEL = ['select', 'budget', 'compare'];
-const SECTIONS_OF = {
-  bits: Q, scheme: Q, granularity: Q, group: Q, tensor: ['quant'], channel: ['quant'], meta: Q,
-  method: SEL, budget: SEL, recent: SEL, window: SEL, pool: SEL, kernel: SEL, sinks: SEL,
-  future: ['compare'], model: ['budget'], memory_gib: ['budget'], scope: ['budget'],
-  kivi_kbits: ['quant'], kivi_vbits: ['quant'], kivi_group: ['quant'], kivi_residual: ['quant'], layers: ['budget'], kv_heads: ['budget'],
-  head_dim: ['budget'], fp_bytes: ['budget'], context: ['budget'], batch: ['budget'], index: ['budget'], keep: ['budget'],
-};
+/** Which sections a settings key affects (the data's keys, absent here, affect everything). */
+const SECTIONS_OF = Object.fromEntries(Object.entries(FIELDS)
+  .filter(([, f]) => f.sections).map(([k, f]) => [k, f.sections]));
 const ALL = ['budget', 'quant', 'select', 'compare'];
 // Charts of a section that some of its controls do not change: the policy strips show which
-// tokens each policy keeps, which the quantization controls (Q) leave alone.
-const UNCHANGED_BY = { strips: new Set(Object.keys(SECTIONS_OF).filter((k) => SECTIONS_OF[k] === Q)) };
+// tokens each policy keeps, which the quantization controls (those that change what the bits
+// change) leave alone.
+const QUANT = String(SECTIONS_OF.bits);
+const UNCHANGED_BY = {
+  strips: new Set(Object.keys(SECTIONS_OF).filter((k) => String(SECTIONS_OF[k]) === QUANT)),
+};
 // The charts of each section, as its canvases name them: index.html is the one list (a new
 // chart is a canvas there and a `render::Chart` in the engine, nothing here).
 const CHARTS = Object.fromEntries(ALL.map((s) => [s,
   [...document.querySelectorAll(`[data-section="${s}"] canvas[data-chart]`)].map((c) => c.dataset.chart)]));
 // Charts drawn from the policy comparison (not drawn while the engine defers it).
 const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
-const NUMERIC = new Set(['seed', 'tokens', 'steps', 'channels', 'outliers', 'skewed', 'bits', 'group',
-  'budget', 'recent', 'window', 'kernel', 'sinks', 'future', 'kivi_kbits', 'kivi_vbits', 'kivi_group',
-  'kivi_residual', 'memory_gib', 'layers', 'kv_heads', 'head_dim', 'fp_bytes',
-  'context', 'batch']);
+const NUMERIC = new Set(Object.keys(FIELDS).filter((k) => FIELDS[k].numeric));
 
 const app = {
   client: null, // the engine connection (client.js)
