@@ -2,6 +2,7 @@
 //! and the trade-off sweep over budgets.
 
 use super::*;
+use crate::policy::PolicyParams;
 use crate::policy::{
     self, Evaluator, Policy, PolicyError, PolicyScores, QualityReport, SelectionScope, SweepCurve,
 };
@@ -51,24 +52,16 @@ pub struct CompareView {
 
 pub(super) fn policies_of(s: &Settings, steps: usize) -> Vec<Policy> {
     let window = s.window.min(steps.saturating_sub(s.future)).max(1);
-    vec![
-        Policy::H2oSum,
-        Policy::H2oMean,
-        Policy::SnapKv {
-            window,
-            pooling: match s.pool {
-                PoolKind::None => Pooling::None,
-                PoolKind::Avg => Pooling::Avg { kernel: s.kernel },
-                PoolKind::Max => Pooling::Max { kernel: s.kernel },
-            },
+    Policy::each(&PolicyParams {
+        window,
+        pooling: match s.pool {
+            PoolKind::None => Pooling::None,
+            PoolKind::Avg => Pooling::Avg { kernel: s.kernel },
+            PoolKind::Max => Pooling::Max { kernel: s.kernel },
         },
-        Policy::StreamingLlm {
-            sinks: s.sinks.min(s.budget),
-        },
-        Policy::Tova,
-        Policy::Random { seed: s.seed },
-        Policy::Oracle,
-    ]
+        sinks: s.sinks.min(s.budget),
+        seed: s.seed,
+    })
 }
 
 /// Budgets of the trade-off sweep: 32 points from 1 to `T`, spaced evenly in `log B`.

@@ -216,6 +216,19 @@ pub enum Policy {
     Oracle,
 }
 
+/// The parameters the policies of [`Policy::each`] take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PolicyParams {
+    /// SnapKV's observation window `w`, `1..=S_o`.
+    pub window: usize,
+    /// SnapKV's pooling.
+    pub pooling: Pooling,
+    /// StreamingLLM's sinks, `0..=B`.
+    pub sinks: usize,
+    /// The random baseline's seed.
+    pub seed: u64,
+}
+
 impl Policy {
     /// Stable kebab-case name: `h2o-sum`, `h2o-mean`, `snapkv`, `streaming-llm`, `tova`,
     /// `random`, `oracle` (the serde tag).
@@ -231,21 +244,33 @@ impl Policy {
         }
     }
 
-    /// One of each policy with sensible parameters: SnapKV with `window` (clamp it to
-    /// `1..=S_o` yourself) and no pooling, StreamingLLM with 4 sinks, random with seed 1.
-    pub fn defaults(window: usize) -> Vec<Policy> {
+    /// Every policy, in the comparison's order, each with its parameters from `p`: the page's
+    /// comparison and its tests list them here, so a new policy is its variant, its arms in
+    /// this impl and a line in this list.
+    pub fn each(p: &PolicyParams) -> Vec<Policy> {
         vec![
             Policy::H2oSum,
             Policy::H2oMean,
             Policy::SnapKv {
-                window,
-                pooling: Pooling::None,
+                window: p.window,
+                pooling: p.pooling,
             },
-            Policy::StreamingLlm { sinks: 4 },
+            Policy::StreamingLlm { sinks: p.sinks },
             Policy::Tova,
-            Policy::Random { seed: 1 },
+            Policy::Random { seed: p.seed },
             Policy::Oracle,
         ]
+    }
+
+    /// [`Policy::each`] with sensible parameters: SnapKV with `window` (clamp it to
+    /// `1..=S_o` yourself) and no pooling, StreamingLLM with 4 sinks, random with seed 1.
+    pub fn defaults(window: usize) -> Vec<Policy> {
+        Policy::each(&PolicyParams {
+            window,
+            pooling: Pooling::None,
+            sinks: 4,
+            seed: 1,
+        })
     }
 
     /// Whether the policy honours the recent window `r` (all but StreamingLLM and the oracle).
