@@ -14,7 +14,7 @@
 
 use crate::chart::{ChartError, ChartStyle};
 use crate::lab::{Lab, LabError};
-use crate::render::{self, Labels};
+use crate::render::{self, BudgetChart, Chart, Labels};
 use crate::state::{ModelPreset, Settings};
 use plotters::prelude::*;
 use serde_json::{json, Map, Value};
@@ -29,11 +29,10 @@ pub fn first_view(languages: &[(&str, Labels)], size: (u32, u32)) -> Result<Valu
         let mut themes = Map::new();
         for (theme, style) in [("light", ChartStyle::light()), ("dark", ChartStyle::dark())] {
             let mut drawn = Map::new();
-            for chart in [render::Chart::BudgetData, render::Chart::BudgetModel] {
-                let model = chart.budget_model().unwrap_or(false);
+            for &chart in BudgetChart::ALL {
                 drawn.insert(
                     chart.name().into(),
-                    budget_svg(&lab, labels, &style, model, size)?.into(),
+                    budget_svg(&lab, labels, &style, chart, size)?.into(),
                 );
             }
             themes.insert(theme.into(), Value::Object(drawn));
@@ -53,18 +52,25 @@ pub fn first_view(languages: &[(&str, Labels)], size: (u32, u32)) -> Result<Valu
     }))
 }
 
-/// A budget chart of `lab` as SVG text (`model`: the model's breakdown rather than the data's).
+/// A budget chart of `lab` as SVG text.
 pub fn budget_svg(
     lab: &Lab,
     labels: &Labels,
     style: &ChartStyle,
-    model: bool,
+    chart: BudgetChart,
     size: (u32, u32),
 ) -> Result<String, ChartError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        render::budget_bar(&root, lab, labels, style, model)?;
+        render::draw(
+            &root,
+            lab,
+            &mut Default::default(),
+            Chart::Budget(chart),
+            labels,
+            style,
+        )?;
         root.present()
             .map_err(|e| ChartError::Draw(e.to_string()))?;
     }
@@ -163,7 +169,14 @@ mod tests {
     fn text_is_at_the_styles_font_size_as_on_the_pages_canvas() {
         let lab = Lab::new(Settings::default()).unwrap();
         let style = ChartStyle::light();
-        let svg = budget_svg(&lab, &Labels::default(), &style, false, (600, 200)).unwrap();
+        let svg = budget_svg(
+            &lab,
+            &Labels::default(),
+            &style,
+            BudgetChart::Data,
+            (600, 200),
+        )
+        .unwrap();
         let sizes: Vec<f64> = svg
             .split("font-size=\"")
             .skip(1)
@@ -198,7 +211,14 @@ mod tests {
     fn the_models_chart_names_the_default_model() {
         let l = labels(&[("chart.budget.title.model", "M_KV,final on {model}")]);
         let lab = Lab::new(Settings::default()).unwrap();
-        let svg = budget_svg(&lab, &l, &ChartStyle::light(), true, (600, 200)).unwrap();
+        let svg = budget_svg(
+            &lab,
+            &l,
+            &ChartStyle::light(),
+            BudgetChart::Model,
+            (600, 200),
+        )
+        .unwrap();
         let model = &lab.figures().budget.model_name;
         assert!(
             svg.contains(&format!(">M_KV,final on {model}</text>")),

@@ -4,6 +4,7 @@
 
 use kvlab::chart::*;
 use kvlab::quant::{GroupError, RowError};
+use kvlab::render::{budget::*, compare::*, quant::*, select::*};
 use plotters::prelude::*;
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingErrorKind,
@@ -1951,7 +1952,7 @@ fn the_pages_charts_keep_their_texts_on_the_canvas_in_both_languages() {
         let labels = Labels::for_charts(&texts, lang);
         for style in [ChartStyle::light(), ChartStyle::dark()] {
             for (width, narrow) in [(874, false), (309, true)] {
-                for &chart in Chart::ALL {
+                for chart in Chart::all() {
                     let name = chart.name();
                     let size = (width, height(name, narrow));
                     render(&format!("page_{name}_{lang}_{width}"), size, |root| {

@@ -15,7 +15,7 @@
 
 use super::downsample::{cell_range, state_runs};
 use super::layout::{axes, begin, draw_err, index_text, rect_of, tick_text, usable_range, Axes};
-use super::select_charts::StateLabels;
+use super::style::StateLabels;
 use super::{ChartError, ChartStyle, Colormap, PixelRect, StateColors, TokenState};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;

@@ -575,6 +575,26 @@ pub(crate) fn alpha(color: RGBColor, a: f64) -> RGBAColor {
     color.mix(a)
 }
 
+/// Split a sequence of optional points into runs of consecutive present points.
+pub(crate) fn runs(points: &[Option<(i32, i32)>]) -> Vec<Vec<(i32, i32)>> {
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    for p in points {
+        match p {
+            Some(p) => cur.push(*p),
+            None => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,22 +1,12 @@
-//! Charts: plotters drawings of already-computed view data (issue 4, sections 1–3).
+//! What every section's charts share: layout (axes, legends, marks), style and colour maps, the
+//! heatmaps' pixel buffers, and downsampling to pixel columns. The charts themselves, one file
+//! per page section, are in [`crate::render`]; nothing here reads the page's model.
 //!
 //! Every chart is one function generic over plotters' [`DrawingBackend`](plotters::prelude::DrawingBackend),
 //! the pattern of plotters' console example: natively it draws to `SVGBackend` (the chart tests
 //! assert on the SVG text), in the browser to `plotters-canvas`'s `CanvasBackend`. Each takes a
 //! plain *view* struct of numbers the core has already computed and a [`ChartStyle`]; it
 //! computes nothing but layout and scaling (bucketing to pixel columns, axis ranges).
-//!
-//! | page section | chart | view |
-//! |---|---|---|
-//! | 1 budget | [`budget_bar`] | [`BudgetBarView`] |
-//! | 2 quantization | [`quant_histogram`] | [`QuantHistogramView`] |
-//! | 2 quantization | [`group_error_bars`] (`max|x - x_hat|` vs `scale/2`) | [`GroupErrorView`] |
-//! | 2 quantization | [`row_error_vs_bound`] (`‖x - x_hat‖²` vs `1/4 Σ scale²`) | [`RowErrorView`] |
-//! | 2 quantization | [`error_heatmap_rgba`] + [`draw_heatmap_frame`] | pixel buffer |
-//! | 3 selection | [`attention_heatmap_rgba`] + [`draw_heatmap_frame`] | pixel buffer |
-//! | 3 selection | [`score_bars`] | [`ScoreBarsView`] |
-//! | 3 selection | [`token_strip`] | [`TokenStripView`] |
-//! | 3 selection | [`mass_retained`] | [`MassRetainedView`] |
 //!
 //! Rules every chart keeps:
 //! * **No text of its own.** Titles, axis names, legend entries and notes all come in through
@@ -32,34 +22,20 @@
 //! * **Returns the plot rectangle.** Each chart returns the [`PixelRect`] of its plotting area
 //!   in backend pixels, so the page can map a pointer position back to a token or channel.
 
-mod budget_chart;
 mod colormap;
-mod compare_charts;
-mod downsample;
+pub(crate) mod downsample;
 mod heatmap;
-mod layout;
-mod quant_charts;
-mod select_charts;
+pub(crate) mod layout;
 mod style;
 
-pub use budget_chart::{budget_bar, BudgetBarView, BudgetTerm};
 pub use colormap::Colormap;
-pub use compare_charts::{policy_strips, tradeoff, PolicyStripsView, TradeoffCurve, TradeoffView};
 pub use downsample::{pixel_buckets, token_states, TokenState};
 pub use heatmap::{
     attention_heatmap_rgba, attention_heatmap_rgba_pooled, draw_heatmap_frame, error_heatmap_rgba,
     heatmap_rgba, pool_attention, pool_max, AttentionLayers, AttentionMarks, BarScale,
     ColorbarView, HeatmapFrameView, MAX_PIXELS,
 };
-pub use quant_charts::{
-    group_error_bars, quant_histogram, row_error_vs_bound, GroupErrorView, QuantHistogramView,
-    RowErrorView,
-};
-pub use select_charts::{
-    mass_retained, score_bars, token_strip, MassRetainedView, ScoreBarsView, StateLabels,
-    TokenStripView,
-};
-pub use style::{ChartStyle, StateColors};
+pub use style::{ChartStyle, StateColors, StateLabels};
 
 use thiserror::Error;
 

@@ -236,3 +236,16 @@ impl ChartStyle {
         }
     }
 }
+
+/// Legend texts for the token states; an empty text leaves that state out of the legend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateLabels<'a> {
+    /// e.g. "sink".
+    pub sink: &'a str,
+    /// e.g. "heavy hitter".
+    pub heavy: &'a str,
+    /// e.g. "recent".
+    pub recent: &'a str,
+    /// e.g. "dropped".
+    pub dropped: &'a str,
+}

@@ -330,7 +330,7 @@ fn draw_chart<DB: DrawingBackend>(
     // (the page's names are parsed here, where they come in: a name the page does not have is
     // said, with those it does)
     let chart = render::Chart::from_name(name).ok_or_else(|| {
-        let known: Vec<&str> = render::Chart::ALL.iter().map(|c| c.name()).collect();
+        let known: Vec<&str> = render::Chart::all().map(|c| c.name()).collect();
         error(
             "chart",
             &format!("unknown chart '{name}': one of {}", known.join(", ")),

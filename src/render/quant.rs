@@ -1,3 +1,5 @@
+//! Section 2's charts: each one's name, how it is fed from the [`Lab`], and its drawing.
+//!
 //! Quantization charts (note §2, issue 4 §2): a channel's histogram under its quantization
 //! grid, per-group error against `scale/2`, and per-row squared error against
 //! `1/4 Σ_j scale_j²`.
@@ -5,17 +7,244 @@
 //! The views hold what [`crate::quant`] computed ([`GroupError`], [`RowError`], the grid of
 //! [`crate::quant::Quantized::grid`]); the charts only place it on pixels.
 
-use super::downsample::{max_finite, pixel_buckets};
-use super::layout::{
+use super::{Labels, Pixels};
+use crate::chart;
+use crate::chart::layout::runs;
+use crate::chart::{ColorbarView, HeatmapFrameView, StateLabels};
+use crate::lab::Lab;
+
+use crate::chart::downsample::{max_finite, pixel_buckets};
+use crate::chart::layout::{
     alpha, axes, begin, boxed_text, draw_err, headroom, index_text, tick_text, usable_range, Axes,
     LegendItem, Mark, Plot,
 };
-use super::{ChartError, ChartStyle, PixelRect};
+use crate::chart::{ChartError, ChartStyle, PixelRect};
 use crate::quant::{GroupError, RowError};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// A chart of this section (a [`super::Chart`]): its canvas carries [`QuantChart::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantChart {
+    /// The shown group's histogram with its grid.
+    Hist,
+    /// Per-group max error against `scale/2`.
+    Groups,
+    /// Per-token squared error against `1/4 sum scale^2`.
+    Rows,
+    /// `|x - x_hat|` over tokens and channels.
+    Errmap,
+}
+
+impl QuantChart {
+    /// Every chart of the section, in the page's order.
+    pub const ALL: &'static [QuantChart] = &[
+        QuantChart::Hist,
+        QuantChart::Groups,
+        QuantChart::Rows,
+        QuantChart::Errmap,
+    ];
+
+    /// The name its canvas carries (`data-chart`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantChart::Hist => "hist",
+            QuantChart::Groups => "groups",
+            QuantChart::Rows => "rows",
+            QuantChart::Errmap => "errmap",
+        }
+    }
+}
+
+/// Draws `chart` of `lab` on `root`; returns the heatmap pixels still to be put on it.
+// (inlined into `render::draw`: one function over every chart compresses 1.7 kB smaller in
+// the page's wasm than one per section; benches/README.md, "The house")
+#[inline(always)]
+pub(super) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    chart: QuantChart,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<Option<Pixels>, ChartError> {
+    match chart {
+        QuantChart::Hist => draw_hist(root, lab, l, style).map(|_| None),
+        QuantChart::Groups => draw_groups(root, lab, l, style).map(|_| None),
+        QuantChart::Rows => draw_rows(root, lab, l, style).map(|_| None),
+        QuantChart::Errmap => draw_errmap(root, lab, l, style).map(Some),
+    }
+}
+
+/// Histogram of `values` in `bins` equal bins over `[min, max]` (a zero range is widened).
+pub fn histogram(values: &[f32], bins: usize) -> ((f64, f64), Vec<u32>) {
+    let bins = bins.max(1);
+    let (lo, hi) = values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(f64::from(v)), b.max(f64::from(v)))
+        });
+    let (lo, hi) = if !lo.is_finite() {
+        (0.0, 1.0)
+    } else if hi - lo <= f64::EPSILON * lo.abs().max(1.0) {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (lo, hi)
+    };
+    let mut counts = vec![0u32; bins];
+    let w = (hi - lo) / bins as f64;
+    for &v in values.iter().filter(|v| v.is_finite()) {
+        let i = (((f64::from(v) - lo) / w) as usize).min(bins - 1);
+        counts[i] += 1;
+    }
+    ((lo, hi), counts)
+}
+
+/// The shown group in words ("channel 39, tokens 0–31", "token 0", "the whole tensor"), from
+/// the `chart.group.*` templates the page's formulas use too.
+pub fn group_name(g: &crate::lab::ShownGroup, l: &Labels) -> String {
+    let whole = g.from == 0 && g.to + 1 >= g.len;
+    let key = match (g.granularity, whole) {
+        ("per-channel", true) => "chart.group.channel",
+        ("per-channel", false) => "chart.group.channel-run",
+        ("per-token", true) => "chart.group.token",
+        ("per-token", false) => "chart.group.token-run",
+        _ => "chart.group.tensor",
+    };
+    l.get(key)
+        .replace("{index}", &g.index.to_string())
+        .replace("{from}", &g.from.to_string())
+        .replace("{to}", &g.to.to_string())
+}
+
+/// Section 2: the shown group's histogram with its quantization grid over it.
+pub(super) fn draw_hist<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let q = lab.quant();
+    let f = &q.figures;
+    let values = lab.shown_group_values();
+    let bins = (values.len() / 4).clamp(8, 80);
+    let ((lo, hi), counts) = histogram(values, bins);
+    let title = l
+        .get("chart.hist.title")
+        .replace("{group}", &group_name(&f.group, l));
+    quant_histogram(
+        root,
+        &QuantHistogramView {
+            title: &title,
+            x_label: l.get("chart.hist.x"),
+            y_label: l.get("chart.hist.y"),
+            bin_range: (lo, hi),
+            counts: &counts,
+            grid: &q.group_grid,
+            min: f.group_min,
+            max: f.group_max,
+            counts_label: l.get("chart.hist.counts"),
+            grid_label: l.get("chart.hist.grid"),
+            min_label: l.get("chart.hist.min"),
+            max_label: l.get("chart.hist.max"),
+            thinned_note: l.get("chart.hist.thinned"),
+        },
+        style,
+    )
+}
+
+/// Section 2: per-group max error against `scale/2`.
+pub(super) fn draw_groups<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    group_error_bars(
+        root,
+        &GroupErrorView {
+            title: l.get("chart.groups.title"),
+            x_label: l.get("chart.groups.x"),
+            y_label: l.get("chart.groups.y"),
+            errors: &lab.quant().groups,
+            error_label: l.get("chart.groups.error"),
+            bound_label: l.get("chart.groups.bound"),
+            alarm_label: l.get("chart.alarm"),
+        },
+        style,
+    )
+}
+
+/// Section 2: per-row squared error against `1/4 sum scale^2`.
+pub(super) fn draw_rows<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    row_error_vs_bound(
+        root,
+        &RowErrorView {
+            title: l.get("chart.rows.title"),
+            x_label: l.get("chart.rows.x"),
+            y_label: l.get("chart.rows.y"),
+            rows: &lab.quant().rows,
+            error_label: l.get("chart.rows.error"),
+            bound_label: l.get("chart.rows.bound"),
+            alarm_label: l.get("chart.alarm"),
+        },
+        style,
+    )
+}
+
+/// Section 2: the `|x - x_hat|` heatmap (tokens along x): draws the frame, returns the pixels.
+pub(super) fn draw_errmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<Pixels, ChartError> {
+    let q = lab.quant();
+    let (t, d) = (q.quantized.rows(), q.quantized.cols());
+    // max |x - x_hat| over every element = the largest per-group maximum (the same f32 errors,
+    // from the same analysis): a pass over the groups instead of over T x d errors.
+    let max_err = q.groups.iter().map(|g| g.max_abs).fold(0f32, f32::max);
+    let rect = chart::draw_heatmap_frame(
+        root,
+        &HeatmapFrameView {
+            title: l.get("chart.errmap.title"),
+            x_label: l.get("chart.errmap.x"),
+            y_label: l.get("chart.errmap.y"),
+            x_range: (0.0, t as f64),
+            y_range: (0.0, d as f64),
+            strip_px: 0,
+            colorbar: Some(ColorbarView {
+                colormap: style.colormap,
+                range: (0.0, f64::from(max_err)),
+                label: l.get("chart.errmap.bar"),
+                scale: chart::BarScale::Linear,
+            }),
+            legend: StateLabels {
+                sink: "",
+                heavy: "",
+                recent: "",
+                dropped: "",
+            },
+        },
+        style,
+    )?;
+    if rect.is_empty() {
+        return Ok(Pixels {
+            rect,
+            rgba: Vec::new(),
+        });
+    }
+    let rgba =
+        chart::error_heatmap_rgba(&q.abs_err, t, d, rect.w, rect.h, style.colormap, max_err)?;
+    Ok(Pixels { rect, rgba })
+}
 
 /// Grid lines beyond this count are drawn lighter.
 const DENSE_GRID: usize = 64;
@@ -550,24 +779,4 @@ pub fn row_error_vs_bound<DB: DrawingBackend>(
             .map_err(draw_err)?;
     }
     Ok(plot.rect)
-}
-
-/// Split a sequence of optional points into runs of consecutive present points.
-pub(crate) fn runs(points: &[Option<(i32, i32)>]) -> Vec<Vec<(i32, i32)>> {
-    let mut out = Vec::new();
-    let mut cur = Vec::new();
-    for p in points {
-        match p {
-            Some(p) => cur.push(*p),
-            None => {
-                if !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                }
-            }
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
 }

@@ -1,32 +1,325 @@
+//! Section 3's charts: each one's name, how it is fed from the [`Lab`], and its drawing.
+//!
 //! Token-selection charts (note §3, issue 4 §3): per-token scores with the top-k threshold and
 //! the recent window, the token strip of the kept set, and the attention mass retained per step.
 //!
 //! The views hold what [`crate::select`] computed (scores, the [`crate::select::Selection`] as
 //! [`TokenState`]s, [`crate::select::mass_retained`]); the charts only place it on pixels.
 
-use super::downsample::{max_finite, pixel_buckets, state_runs, top_state};
-use super::layout::{
+use super::{Labels, Pixels};
+use crate::chart;
+use crate::chart::{AttentionMarks, ColorbarView, HeatmapFrameView, StateLabels};
+use crate::lab::Lab;
+use crate::state::Method;
+
+use crate::chart::downsample::{max_finite, pixel_buckets, state_runs, top_state};
+use crate::chart::layout::runs;
+use crate::chart::layout::{
     alpha, axes, begin, dashed_hline, draw_err, headroom, index_text, tick_text, Axes, LegendItem,
     Mark,
 };
-use super::quant_charts::runs;
-use super::{ChartError, ChartStyle, PixelRect, TokenState};
+use crate::chart::{ChartError, ChartStyle, PixelRect, TokenState};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-/// Legend texts for the token states; an empty text leaves that state out of the legend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StateLabels<'a> {
-    /// e.g. "sink".
-    pub sink: &'a str,
-    /// e.g. "heavy hitter".
-    pub heavy: &'a str,
-    /// e.g. "recent".
-    pub recent: &'a str,
-    /// e.g. "dropped".
-    pub dropped: &'a str,
+/// A chart of this section (a [`super::Chart`]): its canvas carries [`SelectChart::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelectChart {
+    /// The attention heatmap with the kept set marked.
+    Attn,
+    /// The score bars and the top-k threshold.
+    Scores,
+    /// The kept-set strip.
+    Strip,
+    /// Attention mass retained per step.
+    Mass,
+}
+
+impl SelectChart {
+    /// Every chart of the section, in the page's order.
+    pub const ALL: &'static [SelectChart] = &[
+        SelectChart::Attn,
+        SelectChart::Scores,
+        SelectChart::Strip,
+        SelectChart::Mass,
+    ];
+
+    /// The name its canvas carries (`data-chart`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SelectChart::Attn => "attn",
+            SelectChart::Scores => "scores",
+            SelectChart::Strip => "strip",
+            SelectChart::Mass => "mass",
+        }
+    }
+}
+
+/// Draws `chart` of `lab` on `root`; returns the heatmap pixels still to be put on it.
+// (inlined into `render::draw`: one function over every chart compresses 1.7 kB smaller in
+// the page's wasm than one per section; benches/README.md, "The house")
+#[inline(always)]
+pub(super) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    chart: SelectChart,
+    l: &Labels,
+    style: &ChartStyle,
+    attn_cache: &mut AttentionCache,
+) -> Result<Option<Pixels>, ChartError> {
+    match chart {
+        SelectChart::Attn => draw_attn(root, lab, l, style, attn_cache).map(Some),
+        SelectChart::Scores => draw_scores(root, lab, l, style).map(|_| None),
+        SelectChart::Strip => draw_strip(root, lab, l, style).map(|_| None),
+        SelectChart::Mass => draw_mass(root, lab, l, style).map(|_| None),
+    }
+}
+
+pub(super) fn states(lab: &Lab) -> Vec<TokenState> {
+    chart::token_states(&lab.select().selection)
+}
+
+/// The attention heatmap's pooled grid, kept between draws: it depends only on the data and the
+/// canvas size, while B, r and the method only move the marks. At W2 (64 x 32,768) pooling is
+/// most of the chart's time.
+///
+/// It also keeps the two colourings of that grid ([`chart::AttentionLayers`]): they depend on
+/// the pool and the style, so a selection change only copies pixel columns from one or the
+/// other.
+#[derive(Debug, Default)]
+pub struct AttentionCache {
+    /// (data id, plot width, plot height, strip height) of `pooled`.
+    key: Option<(u64, u32, u32, u32)>,
+    pooled: Vec<f32>,
+    /// The data id of `max`, the largest weight.
+    max_of: Option<u64>,
+    max: f32,
+    /// `pooled`'s key, the colour map, the range's top (bits) and the dimming (background and
+    /// fade, bits) of `layers`.
+    layers_key: Option<LayersKey>,
+    layers: chart::AttentionLayers,
+}
+
+/// What [`AttentionCache::layers`] were built from.
+type LayersKey = (
+    (u64, u32, u32, u32),
+    chart::Colormap,
+    u32,
+    (u8, u8, u8),
+    u32,
+);
+
+/// How attention weights are shown: `sqrt(max(a, 0))`, so small but real attention stays
+/// visible (monotone, so it commutes with max-pooling).
+fn shown_weight(a: f32) -> f32 {
+    a.max(0.0).sqrt()
+}
+
+/// Section 3: the attention heatmap, dropped token columns dimmed, kept ones marked.
+/// Weights are shown as `sqrt(a)` so small but real attention stays visible. `cache` keeps the
+/// pooled grid for the next draw on the same data and size.
+pub(super) fn draw_attn<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+    cache: &mut AttentionCache,
+) -> Result<Pixels, ChartError> {
+    let a = &lab.data().attention;
+    let strip = (6.0 * style.scale.max(1.0)).round() as u32;
+    if cache.max_of != Some(lab.data_id()) {
+        cache.max = a.data().iter().copied().fold(0f32, f32::max);
+        cache.max_of = Some(lab.data_id());
+    }
+    let hi = shown_weight(cache.max).max(f32::MIN_POSITIVE);
+    let rect = chart::draw_heatmap_frame(
+        root,
+        &HeatmapFrameView {
+            title: l.get("chart.attn.title"),
+            x_label: l.get("chart.attn.x"),
+            y_label: l.get("chart.attn.y"),
+            x_range: (0.0, a.cols() as f64),
+            y_range: (0.0, a.rows() as f64),
+            strip_px: strip,
+            colorbar: Some(ColorbarView {
+                colormap: style.colormap,
+                range: (0.0, f64::from(hi * hi)),
+                label: l.get("chart.attn.bar"),
+                scale: chart::BarScale::Sqrt,
+            }),
+            legend: l.states(),
+        },
+        style,
+    )?;
+    if rect.is_empty() {
+        return Ok(Pixels {
+            rect,
+            rgba: Vec::new(),
+        });
+    }
+    // The plot area's size, not the canvas's: labels in another language move its edges.
+    let key = (lab.data_id(), rect.w, rect.h, strip);
+    if cache.key != Some(key) {
+        cache.pooled = chart::pool_attention(a.data(), a.rows(), a.cols(), rect.w, rect.h, strip)?;
+        cache.key = Some(key);
+    }
+    let st = states(lab);
+    let marks = AttentionMarks {
+        strip_px: strip,
+        ..AttentionMarks::new(&st, style)
+    };
+    let bg = marks.dim_toward;
+    let layers_key = (
+        key,
+        style.colormap,
+        hi.to_bits(),
+        (bg.0, bg.1, bg.2),
+        marks.dim.to_bits(),
+    );
+    if cache.layers_key != Some(layers_key) {
+        cache.layers = chart::AttentionLayers::new(
+            &cache.pooled,
+            rect.w,
+            rect.h,
+            style.colormap,
+            (0.0, hi),
+            &marks,
+            shown_weight,
+        )?;
+        cache.layers_key = Some(layers_key);
+    }
+    let rgba = cache.layers.compose(&marks, a.cols())?;
+    Ok(Pixels { rect, rgba })
+}
+
+/// Section 3: the scores the method ranked, with the top-k threshold and the recent window.
+pub(super) fn draw_scores<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let sel = lab.select();
+    let t = sel.scores.len();
+    let title = match lab.settings().method {
+        Method::H2o => l.get("chart.scores.title.h2o"),
+        Method::Snapkv => l.get("chart.scores.title.snapkv"),
+        Method::Streaming => l.get("chart.scores.title.streaming"),
+    };
+    let recent = (sel.figures.recent_start < t).then_some((sel.figures.recent_start, t));
+    let st = states(lab);
+    let labels = token_labels(lab, &st);
+    score_bars(
+        root,
+        &ScoreBarsView {
+            title,
+            x_label: l.get("chart.tokens"),
+            y_label: l.get("chart.scores.y"),
+            scores: &sel.scores,
+            states: &st,
+            threshold: sel.figures.threshold,
+            threshold_label: l.get("chart.scores.threshold"),
+            recent,
+            recent_label: l.get("chart.scores.recent"),
+            legend: l.states(),
+            labels: &labels,
+        },
+        style,
+    )
+}
+
+/// The most a score chart names: more would not fit beside each other on a phone.
+const TOKEN_LABELS: usize = 8;
+
+/// With the prompt's token texts: the kept sinks and heavy hitters with the highest scores (at
+/// most [`TOKEN_LABELS`]), each as its text in quotes ([`quoted_token`]), the highest first (the
+/// chart names those first where labels would collide).
+pub(super) fn token_labels(lab: &Lab, states: &[TokenState]) -> Vec<(usize, String)> {
+    let Some(texts) = lab.data().tokens.as_deref() else {
+        return Vec::new();
+    };
+    let scores = &lab.select().scores;
+    let score = |i: usize| scores.get(i).copied().unwrap_or(f32::NEG_INFINITY);
+    // The highest scores first, ties to the lower token (the selection's own order), kept by
+    // insertion: a sort with this comparison would add a sort's code to the page for 8 items.
+    let mut named: Vec<usize> = Vec::with_capacity(TOKEN_LABELS + 1);
+    for (i, st) in states.iter().enumerate() {
+        if !matches!(st, TokenState::Heavy | TokenState::Sink) {
+            continue;
+        }
+        let at = named
+            .iter()
+            .position(|&j| score(i) > score(j))
+            .unwrap_or(named.len());
+        if at < TOKEN_LABELS {
+            named.insert(at, i);
+            named.truncate(TOKEN_LABELS);
+        }
+    }
+    named
+        .into_iter()
+        .filter_map(|i| Some((i, quoted_token(texts.get(i)?))))
+        .collect()
+}
+
+/// A token's text as a label: in quotes, a line break shown as `⏎`, at most 12 characters
+/// (then `…`).
+pub fn quoted_token(text: &str) -> String {
+    let mut out = String::from("‘");
+    for (n, c) in text.chars().enumerate() {
+        if n == 12 {
+            out.push('…');
+            break;
+        }
+        out.push(if c == '\n' { '⏎' } else { c });
+    }
+    out.push('’');
+    out
+}
+
+/// Section 3: the kept set as a strip over the tokens.
+pub(super) fn draw_strip<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let st = states(lab);
+    token_strip(
+        root,
+        &TokenStripView {
+            title: l.get("chart.strip.title"),
+            x_label: l.get("chart.tokens"),
+            states: &st,
+            legend: l.states(),
+        },
+        style,
+    )
+}
+
+/// Section 3: attention mass retained per step.
+pub(super) fn draw_mass<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let sel = lab.select();
+    mass_retained(
+        root,
+        &MassRetainedView {
+            title: l.get("chart.mass.title"),
+            x_label: l.get("chart.mass.x"),
+            y_label: l.get("chart.mass.y"),
+            mass: &sel.mass,
+            mean: sel.figures.mass_mean,
+            mass_label: l.get("chart.mass.line"),
+            mean_label: l.get("chart.mass.mean"),
+        },
+        style,
+    )
 }
 
 impl StateLabels<'_> {

@@ -1,15 +1,153 @@
+//! Section 1's charts: each one's name, how it is fed from the [`Lab`], and its drawing.
+//!
 //! The budget bar (note §1, issue 4 §1): `M_KV,final = T_kept x bytes_token + M_meta + M_index`
 //! as a stacked bar of its terms, against the full-precision `M_fp`.
 //!
 //! The view holds what [`crate::budget::breakdown`] computed, already converted to the unit the
 //! page shows (bytes, MiB or GiB) and formatted as text by the page.
 
-use super::layout::{alpha, axes, begin, draw_err, rect_of, tick_text, Axes, LegendItem, Mark};
-use super::{ChartError, ChartStyle, PixelRect};
+use super::{Labels, Pixels};
+use crate::lab::Lab;
+
+use crate::chart::layout::{
+    alpha, axes, begin, draw_err, rect_of, tick_text, Axes, LegendItem, Mark,
+};
+use crate::chart::{ChartError, ChartStyle, PixelRect};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// A chart of this section (a [`super::Chart`]): its canvas carries [`BudgetChart::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetChart {
+    /// `M_KV,final` on the data.
+    Data,
+    /// `M_KV,final` on the model.
+    Model,
+}
+
+impl BudgetChart {
+    /// Every chart of the section, in the page's order.
+    pub const ALL: &'static [BudgetChart] = &[BudgetChart::Data, BudgetChart::Model];
+
+    /// The name its canvas carries (`data-chart`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetChart::Data => "budget-data",
+            BudgetChart::Model => "budget-model",
+        }
+    }
+}
+
+/// Draws `chart` of `lab` on `root`; returns the heatmap pixels still to be put on it.
+// (inlined into `render::draw`: one function over every chart compresses 1.7 kB smaller in
+// the page's wasm than one per section; benches/README.md, "The house")
+#[inline(always)]
+pub(super) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    chart: BudgetChart,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<Option<Pixels>, ChartError> {
+    match chart {
+        BudgetChart::Data => draw_budget(root, lab, l, style, false).map(|_| None),
+        BudgetChart::Model => draw_budget(root, lab, l, style, true).map(|_| None),
+    }
+}
+
+/// most `max`, and its size in bytes.
+pub fn byte_unit(max: u64) -> (&'static str, f64) {
+    const UNITS: [(&str, u64); 5] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("B", 1),
+    ];
+    UNITS
+        .iter()
+        .find(|(_, size)| max >= *size)
+        .map_or(("B", 1.0), |&(unit, size)| (unit, size as f64))
+}
+
+/// Bytes as text: `512 B`, `12.3 KiB`, `4.50 MiB`, `1.25 GiB`.
+pub fn bytes_text(b: u64) -> String {
+    // Ties round up, as the page's JavaScript `toFixed` does for the same figures in the
+    // formulas (Rust's `{:.1}` would round 9.25 to 9.2, `toFixed(1)` gives 9.3).
+    let fixed = |v: f64, digits: usize| {
+        let scale = 10f64.powi(digits as i32);
+        format!("{:.*}", digits, (v * scale).round() / scale)
+    };
+    let v = b as f64;
+    if b < 1024 {
+        format!("{b} B")
+    } else if v < 1024.0 * 1024.0 {
+        format!("{} KiB", fixed(v / 1024.0, 1))
+    } else if v < 1024.0 * 1024.0 * 1024.0 {
+        format!("{} MiB", fixed(v / (1024.0 * 1024.0), 2))
+    } else {
+        format!("{} GiB", fixed(v / (1024.0 * 1024.0 * 1024.0), 2))
+    }
+}
+
+/// Section 1: `M_KV,final` as stacked terms beside `M_fp`; `model` picks the extrapolated
+/// breakdown instead of the one on the data.
+pub(super) fn draw_budget<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+    model: bool,
+) -> Result<PixelRect, ChartError> {
+    let f = &lab.figures().budget;
+    let b = if model { &f.extrapolated } else { &f.data };
+    let parts = [
+        ("budget.codes", b.m_codes),
+        ("budget.fpkept", b.m_fp_kept),
+        ("budget.scales", b.m_scales),
+        ("budget.zeros", b.m_zero_points),
+        ("budget.score", b.m_score_state),
+        ("budget.index", b.m_index),
+    ];
+    let texts: Vec<String> = parts.iter().map(|(_, v)| bytes_text(*v)).collect();
+    // The axis counts in the binary unit of the larger bar, so its ticks read "0 … 160" KiB
+    // or "0 … 5" GiB rather than "1.0e9".
+    let (unit, size) = byte_unit(b.m_final.max(b.m_fp));
+    let terms: Vec<BudgetTerm> = parts
+        .iter()
+        .zip(&texts)
+        .map(|((k, v), t)| BudgetTerm {
+            label: l.get(k),
+            value: *v as f64 / size,
+            value_text: t,
+        })
+        .collect();
+    let x_label = format!("{} ({unit})", l.get("chart.budget.x"));
+    let final_text = bytes_text(b.m_final);
+    let fp_text = bytes_text(b.m_fp);
+    let title = if model {
+        l.get("chart.budget.title.model")
+            .replace("{model}", &f.model_name)
+    } else {
+        l.get("chart.budget.title.data").to_string()
+    };
+    budget_bar(
+        root,
+        &BudgetBarView {
+            title: &title,
+            x_label: &x_label,
+            final_label: l.get("budget.final"),
+            terms: &terms,
+            final_text: &final_text,
+            fp_label: l.get("budget.fp"),
+            fp_value: b.m_fp as f64 / size,
+            fp_text: &fp_text,
+        },
+        style,
+    )
+}
 
 /// One term of `M_KV,final`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,13 +1,148 @@
+//! Section 3b's charts: each one's name, how it is fed from the [`Lab`], and its drawing.
+//!
 //! Charts of the policy comparison (beyond the note): the quality-vs-ratio trade-off, one curve
 //! per policy, and every policy's kept set as one strip per row.
 
-use super::downsample::{pixel_buckets, state_runs};
-use super::layout::{alpha, axes, begin, draw_err, tick_text, Axes, LegendItem, Mark};
-use super::{ChartError, ChartStyle, PixelRect, StateLabels, TokenState};
+use super::{Labels, Pixels};
+use crate::chart;
+use crate::lab::Lab;
+use crate::state::Method;
+
+use crate::chart::downsample::{pixel_buckets, state_runs};
+use crate::chart::layout::{alpha, axes, begin, draw_err, tick_text, Axes, LegendItem, Mark};
+use crate::chart::{ChartError, ChartStyle, PixelRect, StateLabels, TokenState};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// A chart of this section (a [`super::Chart`]): its canvas carries [`CompareChart::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareChart {
+    /// Quality against `R_overall`, one curve per policy.
+    Tradeoff,
+    /// Every policy's kept set.
+    Strips,
+}
+
+impl CompareChart {
+    /// Every chart of the section, in the page's order.
+    pub const ALL: &'static [CompareChart] = &[CompareChart::Tradeoff, CompareChart::Strips];
+
+    /// The name its canvas carries (`data-chart`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareChart::Tradeoff => "tradeoff",
+            CompareChart::Strips => "strips",
+        }
+    }
+}
+
+/// Draws `chart` of `lab` on `root`; returns the heatmap pixels still to be put on it.
+// (inlined into `render::draw`: one function over every chart compresses 1.7 kB smaller in
+// the page's wasm than one per section; benches/README.md, "The house")
+#[inline(always)]
+pub(super) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    chart: CompareChart,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<Option<Pixels>, ChartError> {
+    match chart {
+        CompareChart::Tradeoff => draw_tradeoff(root, lab, l, style).map(|_| None),
+        CompareChart::Strips => draw_strips(root, lab, l, style).map(|_| None),
+    }
+}
+
+/// curve per policy swept over B, with the current method and B ringed.
+pub(super) fn draw_tradeoff<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let cmp = lab.compare();
+    let points: Vec<Vec<(f64, f64)>> = cmp
+        .curves
+        .iter()
+        .map(|c| {
+            c.points
+                .iter()
+                .filter_map(|p| p.r_overall.map(|x| (x, p.quality.mass_mean)))
+                .collect()
+        })
+        .collect();
+    let names: Vec<String> = cmp
+        .curves
+        .iter()
+        .map(|c| format!("policy.{}", c.policy.name()))
+        .collect();
+    let curves: Vec<TradeoffCurve> = names
+        .iter()
+        .zip(&points)
+        .map(|(n, p)| TradeoffCurve {
+            label: l.get(n),
+            points: p,
+        })
+        .collect();
+    let current_policy = match lab.settings().method {
+        Method::H2o => "h2o-sum",
+        Method::Snapkv => "snapkv",
+        Method::Streaming => "streaming-llm",
+    };
+    let current = cmp
+        .figures
+        .rows
+        .iter()
+        .find(|r| r.policy == current_policy)
+        .and_then(|r| r.quality)
+        .map(|q| (lab.figures().budget.data.r_overall, q.mass_mean));
+    tradeoff(
+        root,
+        &TradeoffView {
+            title: l.get("chart.tradeoff.title"),
+            x_label: l.get("chart.tradeoff.x"),
+            y_label: l.get("chart.tradeoff.y"),
+            curves: &curves,
+            current,
+            current_label: l.get("chart.tradeoff.current"),
+        },
+        style,
+    )
+}
+
+/// Beyond the note: every policy's kept set at the current B, one strip per policy.
+pub(super) fn draw_strips<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<PixelRect, ChartError> {
+    let cmp = lab.compare();
+    let states: Vec<(String, Vec<TokenState>)> = cmp
+        .selections
+        .iter()
+        .filter_map(|(p, sel)| {
+            sel.as_ref()
+                .map(|s| (format!("policy.short.{}", p.name()), chart::token_states(s)))
+        })
+        .collect();
+    let rows: Vec<(&str, &[TokenState])> = states
+        .iter()
+        .map(|(n, s)| (l.get(n), s.as_slice()))
+        .collect();
+    policy_strips(
+        root,
+        &PolicyStripsView {
+            title: l.get("chart.strips.title"),
+            x_label: l.get("chart.tokens"),
+            rows: &rows,
+            legend: l.states(),
+        },
+        style,
+    )
+}
 
 /// One curve of the trade-off chart.
 #[derive(Debug, Clone, Copy)]
