@@ -278,6 +278,23 @@ mod tests {
         assert_eq!(en.0.len(), zh.0.len());
     }
 
+    /// The page's canvases (`data-chart` in `index.html`) are the engine's charts, both ways: a
+    /// variant left out of its section's `ALL` would only fail when the page loads ("unknown
+    /// chart"), and a chart without a canvas would never be drawn.
+    #[test]
+    fn every_canvas_of_the_page_is_a_chart_and_every_chart_has_one() {
+        let html = include_str!("../../www/index.html");
+        let mut canvases: Vec<&str> = html
+            .split("<canvas data-chart=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        canvases.sort_unstable();
+        let mut charts: Vec<&str> = Chart::all().map(Chart::name).collect();
+        charts.sort_unstable();
+        assert_eq!(canvases, charts);
+    }
+
     #[test]
     fn charts_are_named_once() {
         let names: Vec<&str> = Chart::all().map(Chart::name).collect();
