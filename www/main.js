@@ -13,6 +13,12 @@ import { connect } from './client.js';
 import { TEXT, LOAD_ZH, t, fill, placeName, applyLanguage, chartLabels, initialLanguage } from './i18n.js';
 import { renderFormulas, num, bytes } from './formulas.js';
 import { FIELDS } from './fields.js';
+import { figure, grouped, aloneKey } from './sections/common.js';
+import { writeBudget } from './sections/budget.js';
+import { writeQuant, writeKivi } from './sections/quant.js';
+import { writeSelect } from './sections/select.js';
+import { writeCompare } from './sections/compare.js';
+import { writeTogether, writeLevers } from './sections/together.js';
 
 /** A Chinese character (the templates' spacing around names said in Chinese, errorText). */
 const HAN = /[\u4e00-\u9fff]/;
@@ -59,7 +65,6 @@ const app = {
   canvases: {}, // chart name -> its canvas element (replaced after Stop)
   upload: null, // {choice, about, files} of the uploaded data in use (replayed after Stop); about: its fields, worded in the page's language; files: [{name, bytes}] it was chosen from
   linkOnUpload: false, // the page was opened on a link made on uploaded data (`data=upload`)
-  keptTokens: null, // what #kept-tokens shows: {texts, ranges, lang} (rewritten only when one changes)
   assignment: null, // the roles the engine proposed for the files listed (kvlab::upload::Assignment) and `manual`, the roles chosen by hand since
   uploadNotes: null, // the upload's warnings as fields while #upload-warnings shows them (worded again on a language switch)
   urlNotes: null, // the link's repairs ({key, message, repair}) while #url-warnings shows them (likewise)
@@ -240,24 +245,6 @@ function clearErrors(used = null, except = null) {
   }
 }
 
-/** Writes a figure: `data-value` holds the exact value, the text a readable one. */
-function figure(name, value, text) {
-  const v = String(value);
-  const shown = text ?? v;
-  for (const out of document.querySelectorAll(`[data-figure="${name}"]`)) {
-    // Unchanged figures are left alone: every DOM write costs layout.
-    if (out.dataset.value !== v) out.dataset.value = v;
-    if (out.textContent !== shown) out.textContent = shown;
-  }
-}
-
-const fmt = {
-  err: (v) => (Number.isFinite(v) ? v.toPrecision(3) : String(v)),
-  ratio: (v) => `${num(v)}×`,
-  db: (v) => (v === Infinity || v === null ? '∞ dB' : `${v.toFixed(1)} dB`),
-  pct: (v) => `${(100 * v).toFixed(1)}%`,
-};
-
 function settingFromControl(control) {
   const key = control.dataset.key;
   const raw = control.value;
@@ -334,242 +321,20 @@ function fitRanges(f) {
   }
 }
 
-/**
- * An integer with thousands separators (1,234,567). Not `toLocaleString`: its first call loads
- * locale data, ~30 ms on the page's thread.
- */
-function grouped(n) {
-  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-}
-
-/**
- * At most 60 ranges of a compact range list for reading (`data-value` keeps them all; the
- * exports have every index). At T = 131,072 the full list is ~23,000 characters, and laying out
- * that much text took the page's thread over 50 ms per update.
- */
-function shortRanges(ranges, max = 60) {
-  // A line breaks between ranges, never inside one: a space after each comma, and the
-  // non-breaking hyphen (U+2011) within a range ("480-511" was split as "480-" / "511").
-  const readable = (r) => r.replaceAll('-', '\u2011').replaceAll(',', ', ');
-  let at = -1;
-  for (let n = 0; n < max; n += 1) {
-    at = ranges.indexOf(',', at + 1);
-    if (at < 0) return readable(ranges);
-  }
-  const rest = ranges.slice(at + 1).split(',').length;
-  return `${readable(ranges.slice(0, at))}, … ${fill(t(app.lang, 'fig.more-ranges'), { n: grouped(rest) })}`;
-}
-
-/** The most kept tokens written as text: a longer list would be a wall of text on a phone. */
-const KEPT_TOKENS_SHOWN = 256;
-
-/**
- * With the prompt's token texts (an upload's), the kept tokens as text, each with its index and
- * never split across lines (`ranges`: the kept set as compact ranges).
- */
-function writeKeptTokens(ranges) {
-  const texts = app.upload?.tokens;
-  const row = $('#kept-tokens-row');
-  row.hidden = !texts;
-  const out = row.querySelector('[data-figure="kept-tokens"]');
-  const shown = { texts, ranges, lang: app.lang };
-  const last = app.keptTokens;
-  if (!texts || (last?.texts === texts && last.ranges === ranges && last.lang === app.lang)) return;
-  app.keptTokens = shown;
-  out.dataset.value = ranges;
-  const kept = ranges ? ranges.split(',').flatMap((r) => {
-    const [a, b = a] = r.split('-').map(Number);
-    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
-  }) : [];
-  const chips = kept.slice(0, KEPT_TOKENS_SHOWN).map((i) => {
-    const tok = document.createElement('span');
-    tok.className = 'tok';
-    const index = document.createElement('b');
-    index.textContent = i;
-    tok.append(index, `‘${(texts[i] ?? '').replaceAll('\n', '⏎')}’`);
-    return tok;
-  });
-  if (kept.length > KEPT_TOKENS_SHOWN) {
-    chips.push(fill(t(app.lang, 'fig.more-tokens'), { n: grouped(kept.length - KEPT_TOKENS_SHOWN) }));
-  }
-  out.replaceChildren(...chips);
-}
+/** The page as the section writers need to know it. */
+const sectionContext = () => ({ lang: app.lang, embed: app.good?.embed ?? null, tokens: app.upload?.tokens ?? null });
 
 function writeFigures(f) {
-  const q = f.quant;
-  const st = q.stats;
-  figure('max-abs-error', st.max_abs, fmt.err(st.max_abs));
-  figure('mean-abs-error', st.mean_abs, fmt.err(st.mean_abs));
-  figure('rmse', st.rmse, fmt.err(st.rmse));
-  figure('snr-db', st.snr_db ?? Infinity, fmt.db(st.snr_db));
-  figure('r-quant', st.compression_ratio, fmt.ratio(st.compression_ratio));
-  figure('r-quant-no-meta', st.compression_ratio_no_meta, fmt.ratio(st.compression_ratio_no_meta));
-  figure('bound-max', q.boundMax, fmt.err(q.boundMax));
-  const hold = q.elementBoundHolds && q.rowBoundHolds;
-  figure('bounds-hold', hold, t(app.lang, hold ? 'bounds.yes' : 'bounds.no'));
-
-  const sel = f.select;
-  figure('kept-count', sel.keptCount, `${sel.keptCount} / ${f.data.tokens}`);
-  figure('kept-indices', sel.keptRanges, shortRanges(sel.keptRanges));
-  writeKeptTokens(sel.keptRanges);
-  figure('r-token', sel.rToken, fmt.ratio(sel.rToken));
-  figure('roles', `${sel.heavyCount}/${sel.recentCount}/${sel.sinkCount}`,
-    `${sel.heavyCount} / ${sel.recentCount} / ${sel.sinkCount}`);
-  figure('mass-mean', sel.massMean, fmt.pct(sel.massMean));
-  figure('mass-worst', sel.massWorst, fmt.pct(sel.massWorst));
-
-  const b = f.budget;
-  figure('bytes-final', b.data.m_final, bytes(b.data.m_final));
-  figure('bytes-final-2', b.data.m_final, bytes(b.data.m_final));
-  figure('bytes-fp-data', b.data.m_fp, bytes(b.data.m_fp));
-  // (a small model's cache in a smaller unit: not '0.000 GiB')
-  const gib = (v) => (v < 0.01 ? bytes(Math.round(v * 1024 ** 3)) : `${v.toFixed(3)} GiB`);
-  figure('gib-final', b.modelGibFinal, gib(b.modelGibFinal));
-  figure('gib-fp', b.modelGibFp, gib(b.modelGibFp));
-  figure('r-overall-model', b.extrapolated.r_overall, fmt.ratio(b.extrapolated.r_overall));
-  figure('r-overall', f.together.rOverall, fmt.ratio(f.together.rOverall));
+  const ctx = sectionContext();
+  writeQuant(f, ctx);
+  writeSelect(f, ctx);
+  writeBudget(f, ctx);
   figure('data-description', f.data.description, describeData(f.data));
-
-  writeLevers(f.together);
+  writeTogether(f, ctx);
   // (A staged first view: the comparison and KIVI follow; a deferred comparison keeps the
   // figures on screen until the catch-up computes it.)
-  if (!f.pending) writeCompare(f.compare, f.data.steps);
-  if (!f.kiviPending) writeKivi(f.kivi);
-  // (where every layer slides the cache stops at the window; past the search's limit, more fit)
-  const tok = (n, kind) => (kind === 'tokens'
-    ? `${grouped(n)} ${t(app.lang, 'budget.tokens')}`
-    : fill(t(app.lang, `budget.fit.${kind}`), { n: grouped(n) }));
-  figure('context-fit', b.contextFit, tok(b.contextFit, b.contextFitKind));
-  figure('kept-at-context', b.keptAtContext, fill(t(app.lang, `budget.kept.${b.keep}`), {
-    kept: grouped(b.keptAtContext), context: grouped(b.extrapolated.t_total),
-    dataKept: grouped(b.data.t_kept), T: grouped(b.data.t_total), bits: f.quant.bits,
-  }));
-  figure('scope-copies', b.kvCopyFactor, fill(t(app.lang, 'scope.copies'),
-    { n: grouped(b.selectionCopies), k: b.kvCopyFactor }));
-  figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp, b.contextFitFpKind));
-}
-
-function writeKivi(k) {
-  for (const [name, st, err] of [['k', k.bytes.keys, k.keyError], ['v', k.bytes.values, k.valueError]]) {
-    figure(`kivi-${name}-codes`, st.codes, bytes(st.codes));
-    figure(`kivi-${name}-meta`, st.scales + st.zero_points, bytes(st.scales + st.zero_points));
-    figure(`kivi-${name}-res`, st.residual, `${bytes(st.residual)} (${st.residual_tokens})`);
-    figure(`kivi-${name}-total`, st.total, bytes(st.total));
-    figure(`kivi-${name}-bits`, st.effective_bits, num(st.effective_bits));
-    figure(`kivi-${name}-rmse`, err.rmse, fmt.err(err.rmse));
-  }
-  figure('kivi-ebits', k.bytes.effective_bits, `${num(k.bytes.effective_bits)} ${t(app.lang, 'kivi.bits-per')}`);
-  figure('kivi-ratio', k.bytes.compression_ratio, `${fmt.ratio(k.bytes.compression_ratio)} ${t(app.lang, 'kivi.vs-fp16')}`);
-  const [pc, pt] = k.keysChannelVsToken;
-  for (const [name, g] of [['pc', pc], ['pt', pt]]) {
-    figure(`kivi-${name}-rmse`, g.rmse, fmt.err(g.rmse));
-    figure(`kivi-${name}-max`, g.maxAbs, fmt.err(g.maxAbs));
-    figure(`kivi-${name}-rel`, g.meanChannelRelativeRmse, fmt.pct(g.meanChannelRelativeRmse));
-  }
-  // The caption says what the table shows: which granularity wins on which measure (the
-  // engine's verdict), and whether these keys have the outlier channels that decide it.
-  const v = k.keysVerdict;
-  const tr = (key) => t(app.lang, key);
-  const measures = [['rmse', v.rmse], ['max', v.maxAbs], ['rel', v.relative]];
-  const won = (side) => measures.filter(([, w]) => w === side).map(([m]) => tr(`kivi.m.${m}`)).join(tr('kivi.and'));
-  const [channel, token] = [won('channel'), won('token')];
-  const which = channel && token ? 'split' : channel ? 'channel' : token ? 'token' : 'tie';
-  figure('kivi-verdict', `${v.rmse}/${v.maxAbs}/${v.relative}/${v.outliers}`,
-    `${fill(tr(`kivi.verdict.${which}`), { channel, token })} ${fill(tr(v.outliers ? 'kivi.why.outliers' : 'kivi.why.none'), { ratio: v.outlierRatio.toFixed(1) })}`);
-}
-
-/**
- * The key of `key`'s wording for a section shown alone (`key.embed`, when the page is embedded
- * and there is one: a text that points to another section, which the embed hides), else `key`.
- */
-function aloneKey(key, embed = app.good?.embed) {
-  return embed && `${key}.embed` in TEXT.en ? `${key}.embed` : key;
-}
-
-/** `key`'s text in the page's language, in its wording for a section shown alone if embedded. */
-const said = (key) => t(app.lang, aloneKey(key));
-
-/** The policy table (`s`: the steps S of the data): text only (no HTML), one row per policy; cells are rewritten in place. */
-function writeCompare(c, s) {
-  const steps = (n) => t(app.lang, n === 1 ? 'unit.step' : 'unit.steps');
-  // (with steps held out, the table's mass retained is over other steps than section 3's)
-  const rows = c.evalRows < s
-    ? fill(said('compare.rows'), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
-    : fill(said('compare.rows.all'), { s, sSteps: steps(s) });
-  figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
-    rows + (c.outputError ? '' : ` ${t(app.lang, 'compare.no-output-error')}`));
-  const body = $('#compare-rows');
-  const COLS = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'];
-  const rowsOf = (r) => {
-    const q = r.quality;
-    if (!q) return [[r.error ?? '', '']];
-    const pct = (v) => (v === null ? '—' : fmt.pct(v));
-    return [[String(q.kept), q.kept], [fmt.pct(q.mass_mean), q.mass_mean], [fmt.pct(q.mass_worst), q.mass_worst],
-      [pct(q.output_error_mean), q.output_error_mean], [pct(q.output_error_worst), q.output_error_worst],
-      [fmt.ratio(q.r_token), q.r_token]];
-  };
-  const same = body.rows.length === c.rows.length
-    && c.rows.every((r, i) => body.rows[i].dataset.policy === r.policy
-      && body.rows[i].cells.length === 1 + rowsOf(r).length
-      && body.rows[i].dataset.lang === app.lang);
-  if (!same) {
-    body.replaceChildren(...c.rows.map((r) => {
-      const tr = document.createElement('tr');
-      tr.dataset.policy = r.policy;
-      tr.dataset.lang = app.lang;
-      const th = document.createElement('th');
-      th.scope = 'row';
-      th.textContent = t(app.lang, `policy.${r.policy}`);
-      tr.append(th);
-      rowsOf(r).forEach((_, i, all) => {
-        const td = document.createElement('td');
-        td.dataset.col = COLS[i];
-        if (all.length === 1) td.colSpan = 6;
-        tr.append(td);
-      });
-      return tr;
-    }));
-  }
-  c.rows.forEach((r, i) => {
-    rowsOf(r).forEach(([text, value], k) => {
-      const td = body.rows[i].cells[k + 1];
-      const v = String(value);
-      // Unchanged cells are left alone: every DOM write costs layout.
-      if (td.dataset.value !== v) td.dataset.value = v;
-      if (td.textContent !== text) td.textContent = text;
-    });
-  });
-}
-
-function writeLevers(tg) {
-  // Deferred while the section was off screen: the table's last figures stay until the
-  // catch-up (both rows are computed together, so the verdict compares figures of one view).
-  if (tg.fewerBits.pending) return;
-  // Both rows are measured by the engine on one figure, the attention output's error; this
-  // only words them (a percentage and a rise in percentage points, 2 significant digits).
-  const pct = (v) => `${(100 * v).toPrecision(3)}%`;
-  const points = (v) => {
-    const p = Math.abs(100 * v);
-    return `${v < 0 ? '−' : '+'}${p < 10 ? p.toPrecision(2) : p.toFixed(1)}`;
-  };
-  const unit = t(app.lang, 'unit.points');
-  for (const [name, l] of [['bits', tg.fewerBits], ['tokens', tg.fewerTokens]]) {
-    if (l.costPerKib === null) {
-      const na = t(app.lang, 'lever.impossible');
-      figure(`lever-${name}-saves`, 0, na);
-      figure(`lever-${name}-cost`, 0, na);
-      figure(`lever-${name}-per`, 0, na);
-      continue;
-    }
-    const saved = l.bytesBefore - l.bytesAfter;
-    const rise = l.qualityAfter - l.qualityBefore;
-    figure(`lever-${name}-saves`, saved, bytes(saved));
-    figure(`lever-${name}-cost`, rise, `${t(app.lang, 'lever.error')} ${pct(l.qualityBefore)} → ${pct(l.qualityAfter)}`
-      + ` (${points(rise)} ${unit})`);
-    figure(`lever-${name}-per`, l.costPerKib, `${points(l.costPerKib)} ${unit} / KiB`);
-  }
-  const verdict = tg.verdict ?? '';
-  figure('lever-verdict', verdict, verdict ? t(app.lang, `lever.verdict.${verdict}`) : '');
+  if (!f.pending) writeCompare(f.compare, f.data.steps, ctx);
+  if (!f.kiviPending) writeKivi(f.kivi, ctx);
 }
 
 /** Canvas CSS sizes, kept by a ResizeObserver so drawing never forces a layout. */
@@ -842,9 +607,10 @@ async function completeComparison(charts, start = performance.now()) {
   app.enginePending = leftForComplete(reply.figures);
   // (only the comparison, KIVI and the levers changed: write them)
   app.figures = reply.figures;
-  if (!reply.figures.pending) writeCompare(reply.figures.compare, reply.figures.data.steps);
-  if (!reply.figures.kiviPending) writeKivi(reply.figures.kivi);
-  writeLevers(reply.figures.together);
+  const ctx = sectionContext();
+  if (!reply.figures.pending) writeCompare(reply.figures.compare, reply.figures.data.steps, ctx);
+  if (!reply.figures.kiviPending) writeKivi(reply.figures.kivi, ctx);
+  writeLevers(reply.figures.together, ctx);
   renderFormulas(reply.figures, app.good, (key) => t(app.lang, key), new Set(['compare', 'together']));
   if (reply.drawError) throw reply.drawError;
   drawn(spec, []);

@@ -1,0 +1,30 @@
+// Section 1's figures: the cache's bytes on the data and on the model, the context that fits.
+
+import { t, fill } from '../i18n.js';
+import { bytes } from '../formulas.js';
+import { figure, fmt, grouped } from './common.js';
+
+/** Writes section 1's figures of `f`. */
+export function writeBudget(f, ctx) {
+  const b = f.budget;
+  figure('bytes-final', b.data.m_final, bytes(b.data.m_final));
+  figure('bytes-final-2', b.data.m_final, bytes(b.data.m_final));
+  figure('bytes-fp-data', b.data.m_fp, bytes(b.data.m_fp));
+  // (a small model's cache in a smaller unit: not '0.000 GiB')
+  const gib = (v) => (v < 0.01 ? bytes(Math.round(v * 1024 ** 3)) : `${v.toFixed(3)} GiB`);
+  figure('gib-final', b.modelGibFinal, gib(b.modelGibFinal));
+  figure('gib-fp', b.modelGibFp, gib(b.modelGibFp));
+  figure('r-overall-model', b.extrapolated.r_overall, fmt.ratio(b.extrapolated.r_overall));
+  // (where every layer slides the cache stops at the window; past the search's limit, more fit)
+  const tok = (n, kind) => (kind === 'tokens'
+    ? `${grouped(n)} ${t(ctx.lang, 'budget.tokens')}`
+    : fill(t(ctx.lang, `budget.fit.${kind}`), { n: grouped(n) }));
+  figure('context-fit', b.contextFit, tok(b.contextFit, b.contextFitKind));
+  figure('kept-at-context', b.keptAtContext, fill(t(ctx.lang, `budget.kept.${b.keep}`), {
+    kept: grouped(b.keptAtContext), context: grouped(b.extrapolated.t_total),
+    dataKept: grouped(b.data.t_kept), T: grouped(b.data.t_total), bits: f.quant.bits,
+  }));
+  figure('scope-copies', b.kvCopyFactor, fill(t(ctx.lang, 'scope.copies'),
+    { n: grouped(b.selectionCopies), k: b.kvCopyFactor }));
+  figure('context-fit-fp', b.contextFitFp, tok(b.contextFitFp, b.contextFitFpKind));
+}

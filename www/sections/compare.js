@@ -1,0 +1,56 @@
+// Section 3b's figures: the policy table, one row per policy, and what its rows measure.
+
+import { t, fill } from '../i18n.js';
+import { figure, fmt, said } from './common.js';
+
+/** The policy table (`s`: the steps S of the data): text only (no HTML), one row per policy; cells are rewritten in place. */
+export function writeCompare(c, s, ctx) {
+  const steps = (n) => t(ctx.lang, n === 1 ? 'unit.step' : 'unit.steps');
+  // (with steps held out, the table's mass retained is over other steps than section 3's)
+  const rows = c.evalRows < s
+    ? fill(said(ctx, 'compare.rows'), { o: c.observedRows, oSteps: steps(c.observedRows), e: c.evalRows, eSteps: steps(c.evalRows), s })
+    : fill(said(ctx, 'compare.rows.all'), { s, sSteps: steps(s) });
+  figure('compare-rows', `${c.observedRows}/${c.evalRows}`,
+    rows + (c.outputError ? '' : ` ${t(ctx.lang, 'compare.no-output-error')}`));
+  const body = document.querySelector('#compare-rows');
+  const COLS = ['kept', 'mass-mean', 'mass-worst', 'out-mean', 'out-worst', 'r-token'];
+  const rowsOf = (r) => {
+    const q = r.quality;
+    if (!q) return [[r.error ?? '', '']];
+    const pct = (v) => (v === null ? '—' : fmt.pct(v));
+    return [[String(q.kept), q.kept], [fmt.pct(q.mass_mean), q.mass_mean], [fmt.pct(q.mass_worst), q.mass_worst],
+      [pct(q.output_error_mean), q.output_error_mean], [pct(q.output_error_worst), q.output_error_worst],
+      [fmt.ratio(q.r_token), q.r_token]];
+  };
+  const same = body.rows.length === c.rows.length
+    && c.rows.every((r, i) => body.rows[i].dataset.policy === r.policy
+      && body.rows[i].cells.length === 1 + rowsOf(r).length
+      && body.rows[i].dataset.lang === ctx.lang);
+  if (!same) {
+    body.replaceChildren(...c.rows.map((r) => {
+      const tr = document.createElement('tr');
+      tr.dataset.policy = r.policy;
+      tr.dataset.lang = ctx.lang;
+      const th = document.createElement('th');
+      th.scope = 'row';
+      th.textContent = t(ctx.lang, `policy.${r.policy}`);
+      tr.append(th);
+      rowsOf(r).forEach((_, i, all) => {
+        const td = document.createElement('td');
+        td.dataset.col = COLS[i];
+        if (all.length === 1) td.colSpan = 6;
+        tr.append(td);
+      });
+      return tr;
+    }));
+  }
+  c.rows.forEach((r, i) => {
+    rowsOf(r).forEach(([text, value], k) => {
+      const td = body.rows[i].cells[k + 1];
+      const v = String(value);
+      // Unchanged cells are left alone: every DOM write costs layout.
+      if (td.dataset.value !== v) td.dataset.value = v;
+      if (td.textContent !== text) td.textContent = text;
+    });
+  });
+}
