@@ -17,6 +17,7 @@ mod fuzz;
 mod pipeline;
 mod serve;
 mod site;
+mod train;
 mod wasm;
 
 use std::error::Error;
@@ -38,6 +39,8 @@ commands:
   fuzz [--seconds N] [TARGET...]  bounded cargo-fuzz run of each target (default 30 s; nightly)
   bench [page|core|wasm]  performance benchmarks (page in headless Chromium, kernels vs numpy,
                     kernels in wasm vs native); see benches/README.md
+  train [--steps N] [--seed S]  train the byte-level model from scratch into model/ (~30 min
+                    on two cores; never run by test)
   help              this text";
 
 fn main() -> ExitCode {
@@ -88,6 +91,10 @@ fn run(args: &[String]) -> Result<ExitCode> {
         }
         "fuzz" => fuzz::run(&ws, rest),
         "bench" => bench::run(&ws, rest),
+        "train" => {
+            train::run(&ws, rest)?;
+            Ok(ExitCode::SUCCESS)
+        }
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)

@@ -22,6 +22,7 @@
 
 pub mod budget;
 pub mod kivi;
+pub mod lm;
 pub mod policy;
 pub mod quant;
 pub mod rng;

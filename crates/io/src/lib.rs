@@ -24,6 +24,7 @@ pub mod upload;
 
 pub mod csv;
 pub mod json;
+pub mod lm;
 pub mod npy;
 pub mod safetensors;
 

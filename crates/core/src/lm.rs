@@ -1,0 +1,482 @@
+//! A small byte-level language model, run by hand: the forward pass of the model kvlab trains
+//! (`crates/train`, `cargo xtask train`), with every layer's and head's attention, keys and
+//! values kept, so that the note's compression can work on a real model's cache.
+//!
+//! The model: decoder-only over bytes (256 tokens; byte 0 is the BOS every sequence starts
+//! with), pre-norm blocks `x += attn(ln1(x)); x += mlp(ln2(x))`, RoPE on queries and keys (the
+//! two halves of a head rotate as pairs, GPT-NeoX's layout), a GELU (tanh form) MLP, a final
+//! norm and the byte embedding tied as the output layer. Weights are `x @ W` (input rows).
+//!
+//! Written for clarity and for the page's size budget (no dependencies): plain loops in f32,
+//! in the order that lets the compiler vectorise the inner one. [`Lm::forward`] runs a whole
+//! sequence; [`Lm::decode`] runs one token against a [`KvCache`], which is what generation
+//! with a (compressed) cache needs; both give the same logits.
+
+use crate::tensor::Matrix;
+use thiserror::Error;
+
+/// The model's shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LmConfig {
+    /// Width `d`.
+    pub d_model: usize,
+    /// Blocks.
+    pub layers: usize,
+    /// Attention heads per block (`d / heads` each).
+    pub heads: usize,
+    /// MLP width.
+    pub mlp: usize,
+    /// The longest sequence, BOS included.
+    pub context: usize,
+    /// Tokens: 256 bytes.
+    pub vocab: usize,
+    /// RoPE's base.
+    pub rope_base: f32,
+    /// Layer norm's epsilon.
+    pub norm_eps: f32,
+}
+
+impl LmConfig {
+    /// Width of one head.
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.heads.max(1)
+    }
+}
+
+/// Why a model could not be built or run.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LmError {
+    /// A weight is missing or has another shape than the config needs.
+    #[error("weight '{name}' has shape {got:?}; the model needs {want:?}")]
+    Shape {
+        /// Its name.
+        name: String,
+        /// Its shape in the file (empty when missing).
+        got: Vec<usize>,
+        /// The shape the config needs.
+        want: Vec<usize>,
+    },
+    /// A config that cannot describe a model (zero sizes, heads not dividing `d`, odd heads).
+    #[error("model config {0}")]
+    Config(String),
+    /// No tokens, or more than the context holds.
+    #[error("{len} tokens: the model takes 1 to {context} (BOS included)")]
+    Length {
+        /// Tokens given.
+        len: usize,
+        /// The model's context.
+        context: usize,
+    },
+}
+
+struct Block {
+    ln1: (Vec<f32>, Vec<f32>),
+    wq: Vec<f32>,
+    wk: Vec<f32>,
+    wv: Vec<f32>,
+    wo: Vec<f32>,
+    ln2: (Vec<f32>, Vec<f32>),
+    w1: Vec<f32>,
+    b1: Vec<f32>,
+    w2: Vec<f32>,
+    b2: Vec<f32>,
+}
+
+/// The model's weights, ready to run.
+pub struct Lm {
+    config: LmConfig,
+    embed: Vec<f32>,
+    blocks: Vec<Block>,
+    ln_f: (Vec<f32>, Vec<f32>),
+    /// RoPE's `cos` and `sin`, `context x head_dim/2`.
+    rope: (Vec<f32>, Vec<f32>),
+}
+
+/// A whole sequence through the model: its logits and, for every layer and head, what the
+/// note's compression works on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LmRun {
+    /// Next-token logits, `T x vocab` (row `t` predicts token `t + 1`).
+    pub logits: Matrix,
+    /// `attention[layer][head]`: the softmax weights, `T x T`, zero above the diagonal.
+    pub attention: Vec<Vec<Matrix>>,
+    /// `keys[layer][head]`: `T x head_dim`, after RoPE (what a KV cache stores).
+    pub keys: Vec<Vec<Matrix>>,
+    /// `values[layer][head]`: `T x head_dim`.
+    pub values: Vec<Vec<Matrix>>,
+}
+
+/// The keys and values of the tokens decoded so far, per layer and head (`[layer][head]`, each
+/// row-major `tokens x head_dim`), and each row's position (RoPE's, which a compressed cache
+/// keeps when it drops rows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KvCache {
+    /// Keys, after RoPE.
+    pub keys: Vec<Vec<Vec<f32>>>,
+    /// Values.
+    pub values: Vec<Vec<Vec<f32>>>,
+    /// The position of the next token to decode.
+    pub position: usize,
+    /// Width of one head's rows (set by the first [`Lm::decode`]).
+    pub head_dim: usize,
+}
+
+impl KvCache {
+    /// Tokens held (the same in every layer and head).
+    pub fn len(&self) -> usize {
+        self.keys
+            .first()
+            .and_then(|l| l.first())
+            .map_or(0, |k| k.len())
+            / self.head_dim.max(1)
+    }
+
+    /// Nothing held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl KvCache {
+    /// Keeps only the rows `keep` (ascending indices into the rows held) in every layer and
+    /// head: a compressed cache. Later tokens keep their own positions.
+    pub fn retain(&mut self, keep: &[usize]) {
+        let hd = self.head_dim;
+        for tensor in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            for rows in tensor.iter_mut() {
+                let kept: Vec<f32> = keep
+                    .iter()
+                    .filter_map(|&r| rows.get(r * hd..(r + 1) * hd))
+                    .flatten()
+                    .copied()
+                    .collect();
+                *rows = kept;
+            }
+        }
+    }
+}
+
+impl Lm {
+    /// Builds the model from its weights: `get(name, shape)` returns the named weight's values
+    /// in C order, or its actual shape when it has another (or `[]` when missing). The names are
+    /// the trainer's: `embed`, `layers.{l}.ln1.weight`, `.ln1.bias`, `.attn.wq`, `.attn.wk`,
+    /// `.attn.wv`, `.attn.wo`, `.ln2.weight`, `.ln2.bias`, `.mlp.w1`, `.mlp.b1`, `.mlp.w2`,
+    /// `.mlp.b2`, `ln_f.weight`, `ln_f.bias`.
+    pub fn new(
+        config: LmConfig,
+        mut get: impl FnMut(&str, &[usize]) -> Result<Vec<f32>, Vec<usize>>,
+    ) -> Result<Lm, LmError> {
+        let c = config;
+        if c.d_model == 0 || c.layers == 0 || c.heads == 0 || c.mlp == 0 || c.context == 0 {
+            return Err(LmError::Config(format!("{c:?} has a zero size")));
+        }
+        if c.d_model % c.heads != 0 || c.head_dim() % 2 != 0 {
+            return Err(LmError::Config(format!(
+                "{c:?}: heads must divide d_model into heads of an even width"
+            )));
+        }
+        let mut w = |name: String, want: Vec<usize>| {
+            get(&name, &want).map_err(|got| LmError::Shape { name, got, want })
+        };
+        let (d, m) = (c.d_model, c.mlp);
+        let embed = w("embed".into(), vec![c.vocab, d])?;
+        let mut blocks = Vec::with_capacity(c.layers);
+        for l in 0..c.layers {
+            let p = |n: &str| format!("layers.{l}.{n}");
+            blocks.push(Block {
+                ln1: (w(p("ln1.weight"), vec![d])?, w(p("ln1.bias"), vec![d])?),
+                wq: w(p("attn.wq"), vec![d, d])?,
+                wk: w(p("attn.wk"), vec![d, d])?,
+                wv: w(p("attn.wv"), vec![d, d])?,
+                wo: w(p("attn.wo"), vec![d, d])?,
+                ln2: (w(p("ln2.weight"), vec![d])?, w(p("ln2.bias"), vec![d])?),
+                w1: w(p("mlp.w1"), vec![d, m])?,
+                b1: w(p("mlp.b1"), vec![m])?,
+                w2: w(p("mlp.w2"), vec![m, d])?,
+                b2: w(p("mlp.b2"), vec![d])?,
+            });
+        }
+        let ln_f = (
+            w("ln_f.weight".into(), vec![d])?,
+            w("ln_f.bias".into(), vec![d])?,
+        );
+        let hd = c.head_dim();
+        let half = hd / 2;
+        let mut cos = Vec::with_capacity(c.context * half);
+        let mut sin = Vec::with_capacity(c.context * half);
+        for p in 0..c.context {
+            for i in 0..half {
+                let a = p as f32 * c.rope_base.powf(-(2.0 * i as f32) / hd as f32);
+                cos.push(a.cos());
+                sin.push(a.sin());
+            }
+        }
+        Ok(Lm {
+            config: c,
+            embed,
+            blocks,
+            ln_f,
+            rope: (cos, sin),
+        })
+    }
+
+    /// The model's shape.
+    pub fn config(&self) -> &LmConfig {
+        &self.config
+    }
+
+    /// The tokens of `text`: BOS, then its UTF-8 bytes.
+    pub fn tokens(text: &str) -> Vec<u8> {
+        let mut t = vec![0];
+        t.extend_from_slice(text.as_bytes());
+        t
+    }
+
+    /// Runs `tokens` (BOS first) through the model.
+    pub fn forward(&self, tokens: &[u8]) -> Result<LmRun, LmError> {
+        let c = &self.config;
+        let t = tokens.len();
+        if t == 0 || t > c.context {
+            return Err(LmError::Length {
+                len: t,
+                context: c.context,
+            });
+        }
+        let (d, h, hd) = (c.d_model, c.heads, c.head_dim());
+        let mut x: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&b| self.embed[usize::from(b) * d..][..d].iter().copied())
+            .collect();
+        let (mut attention, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
+        let scale = 1.0 / (hd as f32).sqrt();
+        for b in &self.blocks {
+            let a = layer_norm(&x, d, &b.ln1, c.norm_eps);
+            let q = matmul(&a, t, d, &b.wq, d);
+            let k = matmul(&a, t, d, &b.wk, d);
+            let v = matmul(&a, t, d, &b.wv, d);
+            let mut out = vec![0f32; t * d];
+            let (mut atts, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new());
+            for head in 0..h {
+                let qh = self.head_rope(&q, t, d, head, 0);
+                let kh = self.head_rope(&k, t, d, head, 0);
+                let vh = take_head(&v, t, d, head, hd);
+                let mut w = vec![0f32; t * t];
+                for i in 0..t {
+                    let row = &mut w[i * t..i * t + i + 1];
+                    for (j, s) in row.iter_mut().enumerate() {
+                        *s = dot(&qh[i * hd..][..hd], &kh[j * hd..][..hd]) * scale;
+                    }
+                    softmax(row);
+                    let o = &mut out[i * d + head * hd..][..hd];
+                    for (j, &wij) in row.iter().enumerate() {
+                        axpy(o, wij, &vh[j * hd..][..hd]);
+                    }
+                }
+                atts.push(matrix(t, t, w)?);
+                ks.push(matrix(t, hd, kh)?);
+                vs.push(matrix(t, hd, vh)?);
+            }
+            attention.push(atts);
+            keys.push(ks);
+            values.push(vs);
+            add(&mut x, &matmul(&out, t, d, &b.wo, d));
+            let a = layer_norm(&x, d, &b.ln2, c.norm_eps);
+            let mut hidden = matmul(&a, t, d, &b.w1, c.mlp);
+            for row in hidden.chunks_exact_mut(c.mlp) {
+                for (v, bias) in row.iter_mut().zip(&b.b1) {
+                    *v = gelu(*v + bias);
+                }
+            }
+            let mut mlp = matmul(&hidden, t, c.mlp, &b.w2, d);
+            for row in mlp.chunks_exact_mut(d) {
+                add(row, &b.b2);
+            }
+            add(&mut x, &mlp);
+        }
+        Ok(LmRun {
+            logits: matrix(t, c.vocab, self.logits(&x, t))?,
+            attention,
+            keys,
+            values,
+        })
+    }
+
+    /// Runs one more token against `cache` (which it extends) and returns its next-token
+    /// logits. Equals the last row of [`Lm::forward`] on the whole sequence while the cache
+    /// holds every earlier token; with rows dropped from the cache, it is the model under that
+    /// compressed cache (the positions stay those of the uncompressed sequence).
+    pub fn decode(&self, cache: &mut KvCache, token: u8) -> Result<Vec<f32>, LmError> {
+        let c = &self.config;
+        let (d, h, hd) = (c.d_model, c.heads, c.head_dim());
+        if cache.position >= c.context {
+            return Err(LmError::Length {
+                len: cache.position + 1,
+                context: c.context,
+            });
+        }
+        if cache.keys.len() != c.layers {
+            cache.keys = vec![vec![Vec::new(); h]; c.layers];
+            cache.values = vec![vec![Vec::new(); h]; c.layers];
+        }
+        let pos = cache.position;
+        let mut x = self.embed[usize::from(token) * d..][..d].to_vec();
+        let scale = 1.0 / (hd as f32).sqrt();
+        for (l, b) in self.blocks.iter().enumerate() {
+            let a = layer_norm(&x, d, &b.ln1, c.norm_eps);
+            let q = matmul(&a, 1, d, &b.wq, d);
+            let k = matmul(&a, 1, d, &b.wk, d);
+            let v = matmul(&a, 1, d, &b.wv, d);
+            let mut out = vec![0f32; d];
+            for head in 0..h {
+                let qh = self.head_rope(&q, 1, d, head, pos);
+                cache.keys[l][head].extend(self.head_rope(&k, 1, d, head, pos));
+                cache.values[l][head].extend_from_slice(&v[head * hd..][..hd]);
+                let (ks, vs) = (&cache.keys[l][head], &cache.values[l][head]);
+                let n = ks.len() / hd;
+                let mut w: Vec<f32> = (0..n)
+                    .map(|j| dot(&qh, &ks[j * hd..][..hd]) * scale)
+                    .collect();
+                softmax(&mut w);
+                let o = &mut out[head * hd..][..hd];
+                for (j, &wj) in w.iter().enumerate() {
+                    axpy(o, wj, &vs[j * hd..][..hd]);
+                }
+            }
+            add(&mut x, &matmul(&out, 1, d, &b.wo, d));
+            let a = layer_norm(&x, d, &b.ln2, c.norm_eps);
+            let mut hidden = matmul(&a, 1, d, &b.w1, c.mlp);
+            for (v, bias) in hidden.iter_mut().zip(&b.b1) {
+                *v = gelu(*v + bias);
+            }
+            let mut mlp = matmul(&hidden, 1, c.mlp, &b.w2, d);
+            add(&mut mlp, &b.b2);
+            add(&mut x, &mlp);
+        }
+        cache.position += 1;
+        cache.head_dim = hd;
+        Ok(self.logits(&x, 1))
+    }
+
+    /// Head `head` of `x` (`t x d`) rotated by RoPE, positions `first..first + t`.
+    fn head_rope(&self, x: &[f32], t: usize, d: usize, head: usize, first: usize) -> Vec<f32> {
+        let hd = self.config.head_dim();
+        let half = hd / 2;
+        let mut out = take_head(x, t, d, head, hd);
+        for (i, row) in out.chunks_exact_mut(hd).enumerate() {
+            let cos = &self.rope.0[(first + i) * half..][..half];
+            let sin = &self.rope.1[(first + i) * half..][..half];
+            let (x1, x2) = row.split_at_mut(half);
+            for j in 0..half {
+                let (a, b) = (x1[j], x2[j]);
+                x1[j] = a * cos[j] - b * sin[j];
+                x2[j] = a * sin[j] + b * cos[j];
+            }
+        }
+        out
+    }
+
+    /// The final norm, then the tied embedding as the output layer.
+    fn logits(&self, x: &[f32], t: usize) -> Vec<f32> {
+        let c = &self.config;
+        let xn = layer_norm(x, c.d_model, &self.ln_f, c.norm_eps);
+        let mut out = Vec::with_capacity(t * c.vocab);
+        for row in xn.chunks_exact(c.d_model) {
+            out.extend(self.embed.chunks_exact(c.d_model).map(|e| dot(row, e)));
+        }
+        out
+    }
+}
+
+/// Mean next-token loss (nats per byte) of `run`'s logits against `tokens[1..]`.
+pub fn mean_loss(run: &LmRun, tokens: &[u8]) -> f64 {
+    let n = tokens.len().saturating_sub(1).min(run.logits.rows());
+    if n == 0 {
+        return 0.0;
+    }
+    let total: f64 = (0..n)
+        .map(|i| {
+            let row = run.logits.row(i).unwrap_or(&[]);
+            -log_softmax_at(row, usize::from(tokens[i + 1]))
+        })
+        .sum();
+    total / n as f64
+}
+
+/// `log softmax(row)[at]`, in f64.
+pub fn log_softmax_at(row: &[f32], at: usize) -> f64 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
+    row.get(at)
+        .map_or(f64::NEG_INFINITY, |&v| f64::from(v - max) - sum.ln())
+}
+
+/// (the shapes are built to match: an error here is a bug in this file, said, not a panic)
+fn matrix(rows: usize, cols: usize, data: Vec<f32>) -> Result<Matrix, LmError> {
+    Matrix::new(rows, cols, data).map_err(|e| LmError::Config(e.to_string()))
+}
+
+fn take_head(x: &[f32], t: usize, d: usize, head: usize, hd: usize) -> Vec<f32> {
+    (0..t)
+        .flat_map(|i| x[i * d + head * hd..][..hd].iter().copied())
+        .collect()
+}
+
+/// `a (n x k) @ b (k x m)`, row-major.
+fn matmul(a: &[f32], n: usize, k: usize, b: &[f32], m: usize) -> Vec<f32> {
+    let mut out = vec![0f32; n * m];
+    for (i, row) in out.chunks_exact_mut(m).enumerate() {
+        for (p, &aip) in a[i * k..][..k].iter().enumerate() {
+            axpy(row, aip, &b[p * m..][..m]);
+        }
+    }
+    out
+}
+
+fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y += a * x;
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (x, &y) in x.iter_mut().zip(y) {
+        *x += y;
+    }
+}
+
+fn softmax(row: &mut [f32]) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= sum;
+    }
+}
+
+fn layer_norm(x: &[f32], d: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks_exact(d) {
+        let mean = row.iter().sum::<f32>() / d as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        out.extend(
+            row.iter()
+                .zip(w.iter().zip(b))
+                .map(|(v, (w, b))| (v - mean) * inv * w + b),
+        );
+    }
+    out
+}
+
+/// GELU, tanh form (candle's `gelu`).
+fn gelu(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // sqrt(2/pi)
+    0.5 * x * (1.0 + libm::tanhf(C * (x + 0.044_715 * x * x * x)))
+}

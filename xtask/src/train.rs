@@ -1,0 +1,77 @@
+//! `cargo xtask train [--steps N] [--seed S]`: trains kvlab's byte-level model from scratch and
+//! writes it to `model/` (the weights, their card and the held-out slice the tests read).
+//!
+//! The corpus is the King James Bible of Debian's `bible-kjv-text` 4.38, read out by the
+//! `bible` program of `bible-kjv` 4.38: both packages are downloaded by name and version
+//! (`apt-get download`, no install) and unpacked under `target/train/`. The verse references
+//! ("Ge1:1 ") are stripped, one verse a line. Never run by `cargo xtask test`: the tests check
+//! the committed weights.
+
+use crate::{run_status, Result, Workspace};
+use std::path::Path;
+
+/// Debian's packages of the corpus, pinned.
+const PACKAGES: [&str; 2] = ["bible-kjv-text=4.38", "bible-kjv=4.38"];
+
+pub fn run(ws: &Workspace, rest: &[String]) -> Result<()> {
+    let dir = ws.target().join("train");
+    let corpus = dir.join("kjv.txt");
+    if !corpus.is_file() {
+        prepare_corpus(ws, &dir, &corpus)?;
+    }
+    println!("xtask: training (release build of crates/train; ~30 min on two cores)");
+    let mut cmd = ws.cargo();
+    cmd.args(["run", "--release", "-p", "kvlab-train", "--", "--corpus"])
+        .arg(&corpus)
+        .arg("--out")
+        .arg(ws.root.join("model"))
+        .args(rest);
+    run_status(&mut cmd)
+}
+
+fn prepare_corpus(ws: &Workspace, dir: &Path, corpus: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    println!(
+        "xtask: downloading {} (apt-get download)",
+        PACKAGES.join(", ")
+    );
+    let mut get = ws.command("apt-get");
+    get.current_dir(dir).arg("download").args(PACKAGES);
+    run_status(&mut get).map_err(|e| {
+        format!("{e}\n(the corpus comes from Debian's packages: run `apt-get update` once)")
+    })?;
+    let root = dir.join("root");
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "deb") {
+            run_status(ws.command("dpkg-deb").arg("-x").arg(&path).arg(&root))?;
+        }
+    }
+    println!("xtask: reading the text out with the package's own `bible` program");
+    let out = ws
+        .command(root.join("usr/bin/bible"))
+        .arg("-p")
+        .arg(root.join("usr/lib"))
+        .args(["-f", "Gen1:1-Rev22:21"])
+        .output()
+        .map_err(|e| format!("cannot run bible: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("bible failed ({})", out.status).into());
+    }
+    let text = String::from_utf8(out.stdout).map_err(|e| format!("bible's output: {e}"))?;
+    let verses: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, verse)| verse.trim()))
+        .filter(|v| !v.is_empty())
+        .collect();
+    let mut joined = verses.join("\n");
+    joined.push('\n');
+    std::fs::write(corpus, &joined)?;
+    println!(
+        "xtask: corpus {}: {} verses, {} bytes",
+        corpus.display(),
+        verses.len(),
+        joined.len()
+    );
+    Ok(())
+}
