@@ -35,7 +35,7 @@ mod web;
 
 // The numeric core lives in `crates/core` (no page, no plotting, no wasm); its modules are
 // re-exported here under their own names, so `kvlab::quant` is `kvlab_core::quant`.
-pub use kvlab_core::{budget, kivi, policy, quant, rng, select, synth, tensor};
+pub use kvlab_core::{budget, kivi, lm, policy, quant, rng, select, synth, tensor};
 pub use kvlab_core::{Matrix, ShapeError};
 // The readers and the uploads live in `crates/io` (on the core only: the upload module is built
 // from it); `kvlab::io` and `kvlab::upload` are that crate and its uploads.

@@ -39,7 +39,7 @@ commands:
   fuzz [--seconds N] [TARGET...]  bounded cargo-fuzz run of each target (default 30 s; nightly)
   bench [page|core|wasm]  performance benchmarks (page in headless Chromium, kernels vs numpy,
                     kernels in wasm vs native); see benches/README.md
-  train [--steps N] [--seed S]  train the byte-level model from scratch into model/ (~30 min
+  train [--steps N] [--seed S]  train the byte-level model from scratch into www/model/ (~30 min
                     on two cores; never run by test)
   help              this text";
 

@@ -1,5 +1,5 @@
 //! `cargo xtask train [--steps N] [--seed S]`: trains kvlab's byte-level model from scratch and
-//! writes it to `model/` (the weights, their card and the held-out slice the tests read).
+//! writes it to `www/model/` (the weights, their card and the held-out slice the tests read).
 //!
 //! The corpus is the King James Bible of Debian's `bible-kjv-text` 4.38, read out by the
 //! `bible` program of `bible-kjv` 4.38: both packages are downloaded by name and version
@@ -24,7 +24,7 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<()> {
     cmd.args(["run", "--release", "-p", "kvlab-train", "--", "--corpus"])
         .arg(&corpus)
         .arg("--out")
-        .arg(ws.root.join("model"))
+        .arg(ws.www().join("model"))
         .args(rest);
     run_status(&mut cmd)
 }

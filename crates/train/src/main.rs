@@ -12,9 +12,10 @@
 //! thread count it ran with.
 //!
 //! Writes to DIR: `model.safetensors` (f16), `model.json` (the config, the training run and its
-//! held-out loss, reference logits of fixed prompts computed from the f16 weights) and
-//! `heldout.txt` (the held-out slice the loss is measured on), which the tests read: CI never
-//! builds candle's forward, it checks kvlab's own against these.
+//! held-out loss), `reference.json` (every position's logits of fixed prompts, computed from
+//! the f16 weights) and `heldout.txt` (the held-out slice the loss is measured on), which the
+//! tests read: CI never builds candle's forward, it checks kvlab's own against these. The page
+//! fetches `model.json` and the weights.
 
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
@@ -416,9 +417,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         },
         "heldout_loss": held,
-        "references": references,
     });
-    std::fs::write(out.join("model.json"), serde_json::to_string(&card)?)?;
+    std::fs::write(out.join("model.json"), serde_json::to_string_pretty(&card)?)?;
+    let references = serde_json::json!({ "references": references });
+    std::fs::write(
+        out.join("reference.json"),
+        serde_json::to_string(&references)?,
+    )?;
     println!(
         "kvlab-train: held-out loss {held:.4} nats/byte on the f16 weights, {seconds:.0} s; wrote {}",
         out.display()
