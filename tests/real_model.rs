@@ -72,3 +72,22 @@ fn token_texts_name_bytes_as_text() {
     let t = token_texts(&Lm::tokens("a\n中"));
     assert_eq!(t, ["<s>", "a", "\n", "中", "\\xB8", "\\xAD"]);
 }
+
+#[test]
+fn a_prompt_is_cut_to_the_context_from_its_end_and_an_empty_one_is_refused() {
+    use kvlab::io::lm::prompt_tokens;
+    let (t, note) = prompt_tokens("abc", 256).expect("short");
+    assert_eq!((t, note), (vec![0, b'a', b'b', b'c'], None));
+    let long = format!("中{}", "x".repeat(255));
+    let (t, note) = prompt_tokens(&long, 256).expect("long");
+    assert_eq!(t.len(), 256);
+    assert_eq!(
+        note.as_deref(),
+        Some("the prompt has 258 bytes and the model reads 255: its last 255 are used")
+    );
+    // (never from inside a character)
+    let (t, _) = prompt_tokens(&format!("中{}", "x".repeat(254)), 256).expect("long");
+    assert_eq!(t.len(), 255);
+    let e = prompt_tokens("", 256).err().expect("refused").to_string();
+    assert!(e.contains("the prompt is empty"), "{e}");
+}

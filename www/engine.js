@@ -48,6 +48,7 @@ export async function loadWasm(build, module = null) {
  */
 let uploadsPromise = null;
 let uploadsAttempts = 0;
+let uploadExports = null; // the upload module's exports (its Model class too), once loaded
 function uploadsModule() {
   if (!uploadsPromise) {
     uploadsAttempts += 1;
@@ -57,6 +58,7 @@ function uploadsModule() {
       try {
         const mod = await import(url.href);
         await mod.default();
+        uploadExports = mod;
         return new mod.Uploads();
       } catch (e) {
         uploadsPromise = null;
@@ -68,6 +70,34 @@ function uploadsModule() {
     })();
   }
   return uploadsPromise;
+}
+
+/**
+ * kvlab's trained model (`model/`: its card and f16 weights, ~1.6 MB), run by the upload
+ * module: fetched and loaded on its first use, never at start. A failed fetch is said, and the
+ * next use tries again.
+ */
+let modelPromise = null;
+function theModel() {
+  if (!modelPromise) {
+    modelPromise = (async () => {
+      await uploadsModule();
+      const get = async (name, as) => {
+        const r = await fetch(new URL(`./model/${name}`, import.meta.url));
+        if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
+        return as === 'text' ? r.text() : new Uint8Array(await r.arrayBuffer());
+      };
+      try {
+        const [card, weights] = await Promise.all([get('model.json', 'text'), get('model.safetensors', 'bytes')]);
+        return new uploadExports.Model(card, weights);
+      } catch (e) {
+        modelPromise = null;
+        throw Object.assign(new Error(`The model could not be loaded: ${e?.message ?? e}. `
+          + 'Check the connection, then run it again.'), { field: 'model' });
+      }
+    })();
+  }
+  return modelPromise;
 }
 
 /**
@@ -346,6 +376,30 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         const figures = page.update(query, progress, false, false);
         // (`about`: what the description and warnings say, as fields the page words)
         return { result, about, tokens, settings, figures, query: toQuery(query) };
+      });
+    },
+    /**
+     * `{prompt, layer, head, keep}`: the model run on `prompt` (the last 255 bytes of a longer
+     * one, said in the warnings), its layer `layer` and head `head` (-1: the heads' mean) in use
+     * as uploaded data is.
+     */
+    useModel: async ({ id, prompt, layer, head, keep, draw: spec }) => {
+      const model = await theModel();
+      return computeAndDraw(id, spec, (progress) => {
+        const chosen = model.choose(prompt, layer, head);
+        let result;
+        let tokens;
+        try {
+          result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
+            chosen.values(), chosen.valuesWidth, chosen.tokens(), chosen.description, chosen.warnings(), progress);
+          tokens = chosen.tokens();
+        } finally {
+          chosen.free();
+        }
+        const settings = { ...page.settings(), ...keep };
+        const query = asQuery(settings);
+        const figures = page.update(query, progress, false, false);
+        return { result, tokens, settings, figures, query: toQuery(query) };
       });
     },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => {

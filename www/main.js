@@ -1037,6 +1037,7 @@ async function useGenerated(settings, push) {
   try {
     const reply = await request('useGenerated', { settings, draw: drawSpec(chartsOf(ALL)) });
     app.upload = null;
+    showWarnings('#model-warnings', []);
     clearErrors();
     show(reply.settings, reply.figures, reply.query, push);
   } catch (e) {
@@ -1483,6 +1484,28 @@ async function onUse(button) {
   }
 }
 
+/** The model's run the page asks for: the prompt, layer and head chosen beside it. */
+function modelChoice() {
+  return { prompt: $('#model-prompt').value, layer: Number($('#model-layer').value), head: Number($('#model-head').value) };
+}
+
+/** Runs the model on the prompt and uses the layer and head chosen as the data. */
+async function onModel(button) {
+  const model = modelChoice();
+  try {
+    const reply = await request('useModel', {
+      ...model, keep: { lang: app.lang, embed: app.good.embed }, draw: drawSpec(chartsOf(ALL)),
+    });
+    // (as an upload: the sections read its token texts; `model` marks it for Stop and the URL)
+    app.upload = { model, about: null, files: [], tokens: reply.tokens };
+    errorSlot(button).hidden = true;
+    showWarnings('#model-warnings', reply.result.warnings);
+    show(reply.settings, reply.figures, reply.query, true);
+  } catch (e) {
+    reportError(button, e);
+  }
+}
+
 /** Replaces every chart canvas by a new one (a canvas handed to a worker cannot be handed again). */
 function freshCanvases() {
   for (const [name, old] of Object.entries(app.canvases)) {
@@ -1606,6 +1629,7 @@ function wire() {
     $(id).addEventListener('change', (ev) => onChoiceChanged(ev.target));
   }
   $('#up-use').addEventListener('click', (ev) => onUse(ev.target));
+  $('#model-use').addEventListener('click', (ev) => onModel(ev.target));
   $('#use-generated').addEventListener('click', () => {
     savedUpload.clear().catch(() => {});
     useGenerated(app.good, true);

@@ -355,7 +355,10 @@ mod web {
                 .inner
                 .choose_described(&choice)
                 .map_err(|e| refused(&e))?;
-            Ok(Chosen { picked, about })
+            Ok(Chosen {
+                picked,
+                about: Some(about),
+            })
         }
     }
 
@@ -364,7 +367,8 @@ mod web {
     #[wasm_bindgen]
     pub struct Chosen {
         picked: Picked,
-        about: UploadFigures,
+        /// What an upload's description says as fields; `None` for the model's data.
+        about: Option<UploadFigures>,
     }
 
     #[wasm_bindgen]
@@ -424,7 +428,79 @@ mod web {
         /// ([`UploadFigures`]: `{attention, keys, values, warnings}`), for the page to word
         /// in its language.
         pub fn about(&self) -> JsValue {
-            upload_about(&self.about)
+            self.about.as_ref().map_or(JsValue::UNDEFINED, upload_about)
+        }
+    }
+
+    /// kvlab's trained model ([`kvlab_core::lm::Lm`], fetched with the page's `model/`), and
+    /// its last run: switching the layer or head does not run it again.
+    #[wasm_bindgen]
+    pub struct Model {
+        lm: kvlab_core::lm::Lm,
+        last: Option<(String, Vec<u8>, Option<String>, kvlab_core::lm::LmRun)>,
+    }
+
+    fn model_error(e: &kvlab_io::lm::ModelError) -> JsValue {
+        error("model", &e.to_string())
+    }
+
+    #[wasm_bindgen]
+    impl Model {
+        /// The model of the card `card` (`model.json`) with `weights` (`model.safetensors`).
+        #[wasm_bindgen(constructor)]
+        pub fn new(card: &str, weights: &[u8]) -> Result<Model, JsValue> {
+            let card = kvlab_io::lm::card(card).map_err(|e| model_error(&e))?;
+            let lm = kvlab_io::lm::load(&card, weights).map_err(|e| model_error(&e))?;
+            Ok(Model { lm, last: None })
+        }
+
+        /// Its layers.
+        #[wasm_bindgen(getter)]
+        pub fn layers(&self) -> usize {
+            self.lm.config().layers
+        }
+
+        /// Heads per layer.
+        #[wasm_bindgen(getter)]
+        pub fn heads(&self) -> usize {
+            self.lm.config().heads
+        }
+
+        /// The longest prompt it reads, in bytes (its context less the BOS).
+        #[wasm_bindgen(getter, js_name = promptBytes)]
+        pub fn prompt_bytes(&self) -> usize {
+            self.lm.config().context - 1
+        }
+
+        /// Runs `prompt` (again only when it changed) and gives layer `layer`, head `head`
+        /// (negative: the heads' mean attention and the layer's whole cache) as tensors chosen
+        /// for the page, their warnings saying where a long prompt was cut.
+        pub fn choose(&mut self, prompt: &str, layer: usize, head: i32) -> Result<Chosen, JsValue> {
+            let fresh = !matches!(&self.last, Some((p, ..)) if p == prompt);
+            if fresh {
+                let context = self.lm.config().context;
+                let (tokens, note) =
+                    kvlab_io::lm::prompt_tokens(prompt, context).map_err(|e| model_error(&e))?;
+                let run = self
+                    .lm
+                    .forward(&tokens)
+                    .map_err(|e| error("model", &e.to_string()))?;
+                self.last = Some((prompt.to_string(), tokens, note, run));
+            }
+            let Some((_, tokens, note, run)) = &self.last else {
+                return Err(error("model", "the model has not run"));
+            };
+            let head = usize::try_from(head).ok();
+            let picked =
+                kvlab_io::lm::chosen(run, tokens, layer, head).map_err(|e| model_error(&e))?;
+            let picked = match note {
+                Some(n) => picked.with_warning(n.clone()),
+                None => picked,
+            };
+            Ok(Chosen {
+                picked,
+                about: None,
+            })
         }
     }
 }

@@ -179,9 +179,16 @@ fn minify(ws: &Workspace, scripts: &[std::path::PathBuf]) -> Result<()> {
 fn unindent(html: &std::path::Path) -> Result<()> {
     let text = std::fs::read_to_string(html)
         .map_err(|e| format!("cannot read {}: {e}", html.display()))?;
-    if text.contains("<pre") || text.contains("<textarea") {
+    // (a one-line textarea keeps its text: only lines' starts are trimmed)
+    let multiline_textarea = text.match_indices("<textarea").any(|(at, _)| {
+        let rest = &text[at..];
+        rest.find("</textarea>")
+            .is_none_or(|end| rest[..end].contains('\n'))
+    });
+    if text.contains("<pre") || multiline_textarea {
         return Err(format!(
-            "{} has a <pre> or <textarea>, whose indentation would show: unindent cannot be used",
+            "{} has a <pre> or a textarea over several lines, whose indentation would show: \
+             unindent cannot be used",
             html.display()
         )
         .into());

@@ -238,11 +238,13 @@ pub fn size_report(www: &Path) -> Result<String> {
 pub const WASM_BUDGET: usize = 250_000;
 /// See [`WASM_BUDGET`].
 pub const PAGE_BUDGET: usize = 400_000;
-/// The module fetched on the first upload ([`PKG_ON_DEMAND`]: the file readers, wasm and
-/// glue), gzip bytes: a visit that uploads a file downloads it once, on top of the page. Its own
-/// budget, as each module fetched on demand has (the page's start is what every visit pays):
-/// a fifth above its 100.3 kB when it was split off the page's module.
-pub const ON_DEMAND_BUDGET: usize = 120_000;
+/// The module fetched on the first upload or the first run of the model ([`PKG_ON_DEMAND`]:
+/// the file readers and the model's forward pass, wasm and glue), gzip bytes: a visit that
+/// uploads a file or runs the model downloads it once, on top of the page. Its own budget, as
+/// each module fetched on demand has (the page's start is what every visit pays): a fifth above
+/// its 100.3 kB when it was split off the page's module, plus the model's forward pass and its
+/// loader (20.0 kB; the real-model issue allows 40).
+pub const ON_DEMAND_BUDGET: usize = 140_000;
 
 /// Sizes of the page's files as [`size_report`] counts them.
 #[derive(Debug, Clone, Default, PartialEq)]

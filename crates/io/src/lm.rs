@@ -13,6 +13,9 @@ pub enum ModelError {
     /// The card is not the JSON the trainer writes.
     #[error("model card: {0}")]
     Card(String),
+    /// The prompt, layer or head cannot be run.
+    #[error("{0}")]
+    Input(String),
     /// The weights file could not be read.
     #[error(transparent)]
     Weights(Box<LoadError>),
@@ -28,8 +31,23 @@ pub struct ModelCard {
     pub config: CardConfig,
     /// The mean next-byte loss (nats) on the held-out slice, measured on the f16 weights.
     pub heldout_loss: f64,
-    /// The training run (steps, seconds, seed, ...), as written.
-    pub training: serde_json::Value,
+    /// The training run.
+    pub training: Training,
+}
+
+/// How the weights were trained (the card's `training`).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct Training {
+    /// Parameters.
+    pub parameters: usize,
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Sequences per step.
+    pub batch: usize,
+    /// The seed of the weights and the batches.
+    pub seed: u64,
+    /// Seconds it took.
+    pub seconds: f64,
 }
 
 /// What the trainer writes in `reference.json`.
@@ -165,7 +183,7 @@ pub fn chosen(
     head: Option<usize>,
 ) -> Result<crate::upload::Chosen, ModelError> {
     let heads = run.attention.get(layer).map_or(0, Vec::len);
-    let bad = |what: String| ModelError::Card(what);
+    let bad = |what: String| ModelError::Input(what);
     if heads == 0 {
         return Err(bad(format!(
             "layer {layer}: the model's layers are 0 to {}",
@@ -224,4 +242,34 @@ pub fn chosen(
     )
     .map_err(|e| bad(e.to_string()))?;
     Ok(chosen.with_tokens(token_texts(tokens)))
+}
+
+/// The tokens of `prompt` for a model of `context` tokens: BOS, then its bytes; a prompt longer
+/// than the model reads keeps its last `context - 1` bytes (from a character's start), and the
+/// second value says so. An empty prompt is refused: the model needs a byte to predict from.
+pub fn prompt_tokens(
+    prompt: &str,
+    context: usize,
+) -> Result<(Vec<u8>, Option<String>), ModelError> {
+    if prompt.is_empty() {
+        return Err(ModelError::Input(
+            "the prompt is empty: type at least one character".into(),
+        ));
+    }
+    let room = context.saturating_sub(1);
+    let bytes = prompt.as_bytes();
+    if bytes.len() <= room {
+        return Ok((kvlab_core::lm::Lm::tokens(prompt), None));
+    }
+    let mut from = bytes.len() - room;
+    while !prompt.is_char_boundary(from) {
+        from += 1;
+    }
+    let kept = &prompt[from..];
+    let note = format!(
+        "the prompt has {} bytes and the model reads {room}: its last {} are used",
+        bytes.len(),
+        kept.len()
+    );
+    Ok((kvlab_core::lm::Lm::tokens(kept), Some(note)))
 }

@@ -275,6 +275,12 @@ impl Chosen {
         self
     }
 
+    /// With one more warning (said beside the data in use).
+    pub fn with_warning(mut self, warning: String) -> Chosen {
+        self.warnings.push(warning);
+        self
+    }
+
     /// The prompt's token texts, when given.
     pub fn token_texts(&self) -> Option<&[String]> {
         self.tokens.as_deref()

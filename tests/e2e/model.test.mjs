@@ -1,0 +1,59 @@
+// The real model as the data: fetched only when run, its layer and head feeding every section
+// with the prompt's bytes as the tokens' texts; a prompt it cannot take is said beside the
+// button and the view in use stays.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { launch, open, urlWith, settle, figure } from './helpers.mjs';
+
+let browser;
+before(async () => { browser = await launch(); });
+after(async () => { await browser?.close(); });
+
+const description = (page) => page.locator('[data-figure="data-description"]').textContent();
+
+async function run(page, { prompt = null, layer = null, head = null } = {}) {
+  if (prompt !== null) await page.locator('#model-prompt').fill(prompt);
+  if (layer !== null) await page.locator('#model-layer').selectOption(String(layer));
+  if (head !== null) await page.locator('#model-head').selectOption(String(head));
+  await page.locator('#model-use').click();
+  await settle(page);
+}
+
+test('the model is fetched when run, and its layer and head become every section\'s data', async () => {
+  const { page, problems, requests } = await open(browser.context, urlWith(''));
+  const fetchedModel = () => requests.filter((u) => u.includes('/model/'));
+  assert.deepEqual(fetchedModel(), [], 'nothing of the model at start');
+  await page.locator('#model-box summary').click();
+  const prompt = 'And God said, Let there be light: and there was light.';
+  await run(page, { prompt, layer: 1, head: 2 });
+  await page.waitForFunction(() => document.querySelector('[data-figure="data-description"]')
+    .textContent.includes('layer 1, head 2'));
+  assert.ok(fetchedModel().some((u) => u.endsWith('model.safetensors')), `${fetchedModel()}`);
+  assert.ok(!fetchedModel().some((u) => u.endsWith('reference.json')), 'the tests\' file stays');
+  const T = prompt.length + 1; // (BOS, then one token a byte)
+  assert.equal(await figure(page, 'kept-count'), Math.min(128, T));
+  const kept = await page.locator('[data-figure="kept-tokens"]').textContent();
+  assert.ok(kept.includes('‘<s>’') && kept.includes('‘G’'), kept.slice(0, 120));
+  // the mean over heads: the layer's whole cache, d = 128
+  await run(page, { head: -1, layer: 0 });
+  assert.match(await description(page), /layer 0, the mean of its heads/);
+  assert.deepEqual(problems, []);
+});
+
+test('an empty prompt is refused beside the button, and a long one is cut from its start, said', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''));
+  await page.locator('#model-box summary').click();
+  await run(page, { prompt: 'In the beginning' });
+  const before = await description(page);
+  await run(page, { prompt: '' });
+  const error = page.locator('#model-use').locator('xpath=..').locator('.error');
+  await error.waitFor();
+  assert.match(await error.textContent(), /the prompt is empty: type at least one character/);
+  assert.equal(await description(page), before, 'the view in use stays');
+  await run(page, { prompt: 'x'.repeat(300) });
+  assert.match(await page.locator('#model-warnings').textContent(),
+    /the prompt has 300 bytes and the model reads 255: its last 255 are used/);
+  assert.equal(await error.isHidden(), true, 'the earlier refusal is gone');
+  assert.deepEqual(problems, []);
+});
