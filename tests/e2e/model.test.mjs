@@ -57,3 +57,27 @@ test('an empty prompt is refused beside the button, and a long one is cut from i
   assert.equal(await error.isHidden(), true, 'the earlier refusal is gone');
   assert.deepEqual(problems, []);
 });
+
+test('the model gives the same logits in wasm as the trainer recorded (and the native tests check)', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''));
+  const worst = await page.evaluate(async () => {
+    const mod = await import('./pkg-upload/kvlab_upload.js');
+    await mod.default();
+    const get = (name) => fetch(`./model/${name}`);
+    const card = await (await get('model.json')).text();
+    const weights = new Uint8Array(await (await get('model.safetensors')).arrayBuffer());
+    const { references } = await (await get('reference.json')).json();
+    const model = new mod.Model(card, weights);
+    let most = 0;
+    for (const r of references) {
+      const got = model.logits(r.prompt);
+      const want = r.logits.flat();
+      if (got.length !== want.length) return `length ${got.length} != ${want.length}`;
+      for (let i = 0; i < want.length; i += 1) most = Math.max(most, Math.abs(got[i] - want[i]));
+    }
+    return most;
+  });
+  assert.equal(typeof worst, 'number', String(worst));
+  assert.ok(worst <= 1e-4, `logits differ by ${worst}`);
+  assert.deepEqual(problems, []);
+});

@@ -472,6 +472,16 @@ mod web {
             self.lm.config().context - 1
         }
 
+        /// Every position's next-byte logits of `prompt` (BOS first), row-major `len + 1` rows
+        /// of 256: the tests compare them with the trainer's and the native forward's.
+        pub fn logits(&self, prompt: &str) -> Result<Float32Array, JsValue> {
+            let run = self
+                .lm
+                .forward(&kvlab_core::lm::Lm::tokens(prompt))
+                .map_err(|e| error("model", &e.to_string()))?;
+            Ok(Float32Array::from(run.logits.data()))
+        }
+
         /// Runs `prompt` (again only when it changed) and gives layer `layer`, head `head`
         /// (negative: the heads' mean attention and the layer's whole cache) as tensors chosen
         /// for the page, their warnings saying where a long prompt was cut.
