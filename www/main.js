@@ -767,10 +767,17 @@ function recordUrl(push, q = app.query) {
   app.query = q;
   // A view on uploaded data says so in its link, which cannot carry the files (`data=upload`:
   // the engine's parser ignores the key; a page opened on it says what it shows instead).
+  // The model's data is carried whole: its prompt, layer and head (`data=model`).
   let shown = q;
   if (app.upload) {
     const params = new URLSearchParams(q);
-    params.set('data', 'upload');
+    const model = app.upload.model;
+    params.set('data', model ? 'model' : 'upload');
+    if (model) {
+      params.set('prompt', model.prompt);
+      params.set('model_layer', String(model.layer));
+      params.set('model_head', String(model.head));
+    }
     shown = params.toString();
   }
   const url = `${window.location.pathname}${shown ? `?${shown}` : ''}${window.location.hash}`;
@@ -1489,6 +1496,22 @@ function modelChoice() {
   return { prompt: $('#model-prompt').value, layer: Number($('#model-layer').value), head: Number($('#model-head').value) };
 }
 
+/**
+ * A link made on the model's data (`data=model&prompt=...&model_layer=&model_head=`) runs it
+ * again; a layer or head the model lacks leaves that control as it is.
+ */
+function runLinkedModel(linked) {
+  if (linked.get('data') !== 'model' || !linked.has('prompt')) return;
+  $('#model-prompt').value = linked.get('prompt');
+  for (const [id, key] of [['#model-layer', 'model_layer'], ['#model-head', 'model_head']]) {
+    const select = $(id);
+    const want = linked.get(key);
+    if ([...select.options].some((o) => o.value === want)) select.value = want;
+  }
+  $('#model-box').open = true;
+  onModel($('#model-use'));
+}
+
 /** Runs the model on the prompt and uses the layer and head chosen as the data. */
 async function onModel(button) {
   const model = modelChoice();
@@ -1808,6 +1831,8 @@ async function main() {
   for (const o of document.querySelectorAll('output')) o.setAttribute('aria-live', 'off');
   const urlLang = new URLSearchParams(query).get('lang');
   app.linkOnUpload = new URLSearchParams(window.location.search).get('data') === 'upload';
+  // (read now: the first view's URL replaces the address before the model can run)
+  const linkedModel = new URLSearchParams(window.location.search);
   app.lang = initialLanguage(urlLang);
   app.labels = chartLabels(app.lang);
   applyLanguage(app.lang);
@@ -1967,6 +1992,7 @@ async function main() {
   document.body.dataset.state = 'ready';
   applyEarlyInput();
   if (savedFlag === null) restoreLegacyUpload();
+  runLinkedModel(linkedModel);
   // (charts resized while the first view was drawn, and left for later)
   if (app.stale.size || app.enginePending) scheduleCatchUp(0);
 }

@@ -81,3 +81,22 @@ test('the model gives the same logits in wasm as the trainer recorded (and the n
   assert.ok(worst <= 1e-4, `logits differ by ${worst}`);
   assert.deepEqual(problems, []);
 });
+
+test('a link made on the model\'s data carries its prompt, layer and head and shows the same view', async () => {
+  const { page } = await open(browser.context, urlWith(''));
+  await page.locator('#model-box summary').click();
+  await run(page, { prompt: 'The LORD is my shepherd; I shall not want.', layer: 2, head: 1 });
+  await page.locator('#budget-exact, input.exact[data-key="budget"]').first().fill('12');
+  await page.locator('input.exact[data-key="budget"]').first().press('Enter');
+  await settle(page);
+  const link = page.url();
+  assert.match(link, /data=model/);
+  const kept = await page.locator('[data-figure="kept-indices"]').getAttribute('data-value');
+  const { page: again, problems } = await open(browser.context, link);
+  await again.waitForFunction(() => document.querySelector('[data-figure="data-description"]')
+    .textContent.includes('layer 2, head 1'));
+  await settle(again);
+  assert.equal(await again.locator('#model-prompt').inputValue(), 'The LORD is my shepherd; I shall not want.');
+  assert.equal(await again.locator('[data-figure="kept-indices"]').getAttribute('data-value'), kept);
+  assert.deepEqual(problems, []);
+});
