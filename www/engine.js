@@ -402,6 +402,11 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         return { result, tokens, settings, figures, query: toQuery(query) };
       });
     },
+    /** `{size}`: every head's attention of the model's last run, pooled (`Model.thumbnails`). */
+    modelHeads: async ({ size }) => {
+      const model = await theModel();
+      return { layers: model.layers, heads: model.heads, size, cells: model.thumbnails(size) };
+    },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => {
       const query = asQuery(settings);
       return { figures: page.useGenerated(query, progress), settings, query: toQuery(query) };

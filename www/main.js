@@ -1045,6 +1045,7 @@ async function useGenerated(settings, push) {
     const reply = await request('useGenerated', { settings, draw: drawSpec(chartsOf(ALL)) });
     app.upload = null;
     showWarnings('#model-warnings', []);
+    $('#model-heads').hidden = true;
     clearErrors();
     show(reply.settings, reply.figures, reply.query, push);
   } catch (e) {
@@ -1512,6 +1513,56 @@ function runLinkedModel(linked) {
   onModel($('#model-use'));
 }
 
+/** Cells a side of each head's thumbnail. */
+const THUMB = 32;
+
+/**
+ * Every layer's and head's attention of the model's run as small multiples (rows: layers,
+ * columns: heads; √ weights, as the attention heatmap), the one in use outlined: a sink head is
+ * a lit first column, a local head a lit diagonal. A click uses that head.
+ */
+async function showHeads(model) {
+  const { layers, heads, size, cells } = await request('modelHeads', { size: THUMB });
+  const box = $('#model-heads');
+  const grid = box.querySelector('.grid');
+  grid.style.setProperty('--heads', String(heads));
+  const dark = app.dark;
+  const buttons = [];
+  for (let l = 0; l < layers; l += 1) {
+    for (let h = 0; h < heads; h += 1) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'head';
+      b.dataset.layer = String(l);
+      b.dataset.head = String(h);
+      b.setAttribute('aria-label', fill(t(app.lang, 'data.model.head-label'), { layer: l, head: h }));
+      b.setAttribute('aria-pressed', String(l === model.layer && h === model.head));
+      const c = document.createElement('canvas');
+      c.width = size;
+      c.height = size;
+      const img = c.getContext('2d').createImageData(size, size);
+      const at = (l * heads + h) * size * size;
+      for (let i = 0; i < size * size; i += 1) {
+        const v = Math.sqrt(Math.max(0, cells[at + i]));
+        const shade = Math.round(255 * (dark ? v : 1 - v));
+        img.data.set([shade, shade, shade, 255], 4 * i);
+      }
+      c.getContext('2d').putImageData(img, 0, 0);
+      const label = document.createElement('span');
+      label.textContent = `L${l} H${h}`;
+      b.append(c, label);
+      b.addEventListener('click', () => {
+        $('#model-layer').value = String(l);
+        $('#model-head').value = String(h);
+        onModel($('#model-use'));
+      });
+      buttons.push(b);
+    }
+  }
+  grid.replaceChildren(...buttons);
+  box.hidden = false;
+}
+
 /** Runs the model on the prompt and uses the layer and head chosen as the data. */
 async function onModel(button) {
   const model = modelChoice();
@@ -1524,6 +1575,7 @@ async function onModel(button) {
     errorSlot(button).hidden = true;
     showWarnings('#model-warnings', reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
+    await showHeads(model);
   } catch (e) {
     reportError(button, e);
   }

@@ -38,6 +38,15 @@ test('the model is fetched when run, and its layer and head become every section
   // the mean over heads: the layer's whole cache, d = 128
   await run(page, { head: -1, layer: 0 });
   assert.match(await description(page), /layer 0, the mean of its heads/);
+  // every head as a thumbnail, 4 layers x 4 heads; a click uses that one
+  const heads = page.locator('#model-heads .head');
+  assert.equal(await heads.count(), 16);
+  await page.locator('#model-heads .head[data-layer="3"][data-head="1"]').click();
+  await page.waitForFunction(() => document.querySelector('[data-figure="data-description"]')
+    .textContent.includes('layer 3, head 1'));
+  await settle(page);
+  assert.equal(await page.locator('#model-heads .head[aria-pressed="true"]').getAttribute('aria-label'),
+    'layer 3, head 1');
   assert.deepEqual(problems, []);
 });
 

@@ -472,6 +472,32 @@ mod web {
             self.lm.config().context - 1
         }
 
+        /// Every layer's and head's attention of the last run, each pooled to `size x size`
+        /// (the largest weight in each cell, so a sink's column or a band stays visible):
+        /// `layers x heads x size x size`, row-major, layer by layer; empty before a run.
+        pub fn thumbnails(&self, size: usize) -> Float32Array {
+            let Some((_, _, _, run)) = &self.last else {
+                return Float32Array::new_with_length(0);
+            };
+            let size = size.clamp(1, 64);
+            let mut out = Vec::new();
+            for layer in &run.attention {
+                for a in layer {
+                    let t = a.rows();
+                    let mut cells = vec![0f32; size * size];
+                    for (i, row) in a.iter_rows().enumerate() {
+                        let ci = i * size / t;
+                        for (j, &w) in row.iter().enumerate().take(i + 1) {
+                            let cell = &mut cells[ci * size + j * size / t];
+                            *cell = cell.max(w);
+                        }
+                    }
+                    out.extend(cells);
+                }
+            }
+            Float32Array::from(out.as_slice())
+        }
+
         /// Every position's next-byte logits of `prompt` (BOS first), row-major `len + 1` rows
         /// of 256: the tests compare them with the trainer's and the native forward's.
         pub fn logits(&self, prompt: &str) -> Result<Float32Array, JsValue> {
