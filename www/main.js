@@ -642,6 +642,12 @@ const onScreen = new IntersectionObserver((entries) => {
  * describes them (file names and shapes).
  */
 function describeData(d) {
+  const model = app.upload?.model;
+  if (d.uploaded && model) {
+    // (the run's own facts: the layer and head chosen, the bytes the model read)
+    const key = model.head < 0 ? 'data.model.description.mean' : 'data.model.description';
+    return fill(t(app.lang, key), { layer: model.layer, head: model.head, bytes: grouped(app.upload.tokens.length - 1) });
+  }
   if (d.uploaded) return app.upload?.about ? describeUpload(app.upload.about, d) : d.description;
   return fill(t(app.lang, 'data.description.generated'), generatorFields(d));
 }

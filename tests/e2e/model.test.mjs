@@ -109,3 +109,13 @@ test('a link made on the model\'s data carries its prompt, layer and head and sh
   assert.equal(await again.locator('[data-figure="kept-indices"]').getAttribute('data-value'), kept);
   assert.deepEqual(problems, []);
 });
+
+test('in 中文 the model\'s data is described in 中文', async () => {
+  const { page, problems } = await open(browser.context, urlWith('lang=zh'));
+  await page.locator('#model-box summary').click();
+  await run(page, { prompt: 'And God said', layer: 0, head: 3 });
+  await page.waitForFunction(() => document.querySelector('[data-figure="data-description"]')
+    .textContent.includes('模型第 0 层第 3 个头'));
+  assert.match(await description(page), /BOS 之后 12 字节/);
+  assert.deepEqual(problems, []);
+});
