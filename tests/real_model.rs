@@ -56,13 +56,11 @@ fn a_layer_or_head_the_model_lacks_is_refused_in_words() {
     let tokens = Lm::tokens("x");
     let run = lm.forward(&tokens).expect("forward");
     let e = chosen(&run, &tokens, 9, None)
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(e.contains("layer 9: the model's layers are 0 to 3"), "{e}");
     let e = chosen(&run, &tokens, 0, Some(4))
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(e.contains("head 4: the model's heads are 0 to 3"), "{e}");
 }
@@ -88,6 +86,6 @@ fn a_prompt_is_cut_to_the_context_from_its_end_and_an_empty_one_is_refused() {
     // (never from inside a character)
     let (t, _) = prompt_tokens(&format!("中{}", "x".repeat(254)), 256).expect("long");
     assert_eq!(t.len(), 255);
-    let e = prompt_tokens("", 256).err().expect("refused").to_string();
+    let e = prompt_tokens("", 256).expect_err("refused").to_string();
     assert!(e.contains("the prompt is empty"), "{e}");
 }
