@@ -59,6 +59,14 @@ pub enum LmError {
     /// A config that cannot describe a model (zero sizes, heads not dividing `d`, odd heads).
     #[error("model config {0}")]
     Config(String),
+    /// A token the model's vocabulary does not hold.
+    #[error("token {token}: the model's tokens are 0 to {last}")]
+    Token {
+        /// The token given.
+        token: u8,
+        /// The model's last token.
+        last: usize,
+    },
     /// No tokens, or more than the context holds.
     #[error("{len} tokens: the model takes 1 to {context} (BOS included)")]
     Length {
@@ -167,7 +175,13 @@ impl Lm {
         mut get: impl FnMut(&str, &[usize]) -> Result<Vec<f32>, Vec<usize>>,
     ) -> Result<Lm, LmError> {
         let c = config;
-        if c.d_model == 0 || c.layers == 0 || c.heads == 0 || c.mlp == 0 || c.context == 0 {
+        if c.d_model == 0
+            || c.layers == 0
+            || c.heads == 0
+            || c.mlp == 0
+            || c.context == 0
+            || c.vocab == 0
+        {
             return Err(LmError::Config(format!("{c:?} has a zero size")));
         }
         if c.d_model % c.heads != 0 || c.head_dim() % 2 != 0 {
@@ -242,6 +256,7 @@ impl Lm {
                 context: c.context,
             });
         }
+        self.check_tokens(tokens)?;
         let (d, h, hd) = (c.d_model, c.heads, c.head_dim());
         let mut x: Vec<f32> = tokens
             .iter()
@@ -314,6 +329,7 @@ impl Lm {
                 context: c.context,
             });
         }
+        self.check_tokens(&[token])?;
         if cache.keys.len() != c.layers {
             cache.keys = vec![vec![Vec::new(); h]; c.layers];
             cache.values = vec![vec![Vec::new(); h]; c.layers];
@@ -355,6 +371,19 @@ impl Lm {
         cache.position += 1;
         cache.head_dim = hd;
         Ok(self.logits(&x, 1))
+    }
+
+    /// Every token within the vocabulary (a config with fewer than 256 tokens cannot take
+    /// every byte).
+    fn check_tokens(&self, tokens: &[u8]) -> Result<(), LmError> {
+        let vocab = self.config.vocab;
+        match tokens.iter().find(|&&t| usize::from(t) >= vocab) {
+            Some(&token) => Err(LmError::Token {
+                token,
+                last: vocab.saturating_sub(1),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Head `head` of `x` (`t x d`) rotated by RoPE, positions `first..first + t`.
@@ -479,4 +508,70 @@ fn layer_norm(x: &[f32], d: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) -> V
 fn gelu(x: f32) -> f32 {
     const C: f32 = 0.797_884_6; // sqrt(2/pi)
     0.5 * x * (1.0 + libm::tanhf(C * (x + 0.044_715 * x * x * x)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model of `vocab` tokens with every weight 0.01 (norms 1, biases 0).
+    fn tiny(vocab: usize) -> Lm {
+        let config = LmConfig {
+            d_model: 4,
+            layers: 1,
+            heads: 2,
+            mlp: 8,
+            context: 8,
+            vocab,
+            rope_base: 10_000.0,
+            norm_eps: 1e-5,
+        };
+        Lm::new(config, |name, shape| {
+            let n = shape.iter().product();
+            let v = if name.ends_with("weight") {
+                1.0
+            } else if name.contains(".b") || name.ends_with("bias") {
+                0.0
+            } else {
+                0.01
+            };
+            Ok(vec![v; n])
+        })
+        .expect("a tiny model")
+    }
+
+    #[test]
+    fn a_byte_outside_a_small_vocabulary_is_refused_not_indexed() {
+        let lm = tiny(16);
+        assert_eq!(
+            lm.forward(&[0, 3, 200]).unwrap_err().to_string(),
+            "token 200: the model's tokens are 0 to 15"
+        );
+        let mut cache = KvCache::default();
+        assert!(matches!(
+            lm.decode(&mut cache, 99),
+            Err(LmError::Token { token: 99, .. })
+        ));
+        assert!(lm.forward(&[0, 3, 15]).is_ok());
+    }
+
+    #[test]
+    fn the_cache_stops_at_the_context_and_retains_rows() {
+        let lm = tiny(256);
+        let mut cache = KvCache::default();
+        for t in 0..8u8 {
+            lm.decode(&mut cache, t).expect("within the context");
+        }
+        assert_eq!(cache.len(), 8);
+        assert!(matches!(
+            lm.decode(&mut cache, 1),
+            Err(LmError::Length { len: 9, context: 8 })
+        ));
+        cache.retain(&[0, 5, 7]);
+        assert_eq!(cache.len(), 3);
+        assert_eq!(
+            cache.position, 8,
+            "positions stay those of the whole sequence"
+        );
+    }
 }
