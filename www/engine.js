@@ -220,6 +220,29 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     return { ...value, timings: { compute: compute_ms, draws, started, sent: epochNow() }, drawError };
   }
 
+  /**
+   * The upload module's `chosen` tensors (an upload's or the model's) in use, then the view of
+   * their shape with the page's own keys `keep` (language, embed mode); `about`: what an
+   * upload's description and warnings say, as fields the page words (none for the model).
+   */
+  function adopt(chosen, keep, progress) {
+    let result;
+    let about;
+    let tokens;
+    try {
+      result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
+        chosen.values(), chosen.valuesWidth, chosen.tokens(), chosen.description, chosen.warnings(), progress);
+      about = chosen.about();
+      tokens = chosen.tokens();
+    } finally {
+      chosen.free();
+    }
+    const settings = { ...page.settings(), ...keep };
+    const query = asQuery(settings);
+    const figures = page.update(query, progress, false, false);
+    return { result, about, tokens, settings, figures, query: toQuery(query) };
+  }
+
   const ops = {
     /**
      * `{query, lang}`: parses the query, builds the page (falling back to the defaults).
@@ -357,26 +380,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     },
     useUploaded: async ({ id, choice, keep, draw: spec }) => {
       const uploads = await uploadsModule();
-      return computeAndDraw(id, spec, (progress) => {
-        const chosen = uploads.choose(...choiceArgs(choice));
-        let result;
-        let about;
-        let tokens;
-        try {
-          result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
-            chosen.values(), chosen.valuesWidth, chosen.tokens(), chosen.description, chosen.warnings(), progress);
-          about = chosen.about();
-          tokens = chosen.tokens();
-        } finally {
-          chosen.free();
-        }
-        // The uploaded data's shape plus the page's own keys (language, embed mode).
-        const settings = { ...page.settings(), ...keep };
-        const query = asQuery(settings);
-        const figures = page.update(query, progress, false, false);
-        // (`about`: what the description and warnings say, as fields the page words)
-        return { result, about, tokens, settings, figures, query: toQuery(query) };
-      });
+      return computeAndDraw(id, spec, (progress) => adopt(uploads.choose(...choiceArgs(choice)), keep, progress));
     },
     /**
      * `{prompt, layer, head, keep}`: the model run on `prompt` (the last 255 bytes of a longer
@@ -385,22 +389,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      */
     useModel: async ({ id, prompt, layer, head, keep, draw: spec }) => {
       const model = await theModel();
-      return computeAndDraw(id, spec, (progress) => {
-        const chosen = model.choose(prompt, layer, head);
-        let result;
-        let tokens;
-        try {
-          result = page.useChosen(chosen.attention(), chosen.steps, chosen.keys(), chosen.channels,
-            chosen.values(), chosen.valuesWidth, chosen.tokens(), chosen.description, chosen.warnings(), progress);
-          tokens = chosen.tokens();
-        } finally {
-          chosen.free();
-        }
-        const settings = { ...page.settings(), ...keep };
-        const query = asQuery(settings);
-        const figures = page.update(query, progress, false, false);
-        return { result, tokens, settings, figures, query: toQuery(query) };
-      });
+      return computeAndDraw(id, spec, (progress) => adopt(model.choose(prompt, layer, head), keep, progress));
     },
     /** `{size}`: every head's attention of the model's last run, pooled (`Model.thumbnails`). */
     modelHeads: async ({ size }) => {
