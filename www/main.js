@@ -1525,14 +1525,13 @@ const THUMB = 32;
 /**
  * Every layer's and head's attention of the model's run as small multiples (rows: layers,
  * columns: heads; √ weights, as the attention heatmap), the one in use outlined: a sink head is
- * a lit first column, a local head a lit diagonal. A click uses that head.
+ * a dark first column, a local head a dark diagonal. A click uses that head.
  */
 async function showHeads(model) {
   const { layers, heads, size, cells } = await request('modelHeads', { size: THUMB });
   const box = $('#model-heads');
   const grid = box.querySelector('.grid');
   grid.style.setProperty('--heads', String(heads));
-  const dark = app.dark;
   const buttons = [];
   for (let l = 0; l < layers; l += 1) {
     for (let h = 0; h < heads; h += 1) {
@@ -1550,7 +1549,8 @@ async function showHeads(model) {
       const at = (l * heads + h) * size * size;
       for (let i = 0; i < size * size; i += 1) {
         const v = Math.sqrt(Math.max(0, cells[at + i]));
-        const shade = Math.round(255 * (dark ? v : 1 - v));
+        // (dark on white in both themes: the caption says darker is more weight)
+        const shade = Math.round(255 * (1 - v));
         img.data.set([shade, shade, shade, 255], 4 * i);
       }
       c.getContext('2d').putImageData(img, 0, 0);

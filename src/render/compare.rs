@@ -39,8 +39,8 @@ impl CompareChart {
 }
 
 /// Draws `chart` of `lab` on `root`; returns the heatmap pixels still to be put on it.
-// (inlined into `render::draw`: one function over every chart compresses 1.7 kB smaller in
-// the page's wasm than one per section; benches/README.md, "The house")
+// (inlined into `render::draw`: one function over every chart compresses better in the page's
+// wasm than one per section; the sizes are in benches/README.md, "The house, finished")
 #[inline(always)]
 pub(super) fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,

@@ -15,8 +15,8 @@
 use crate::tensor::Matrix;
 use thiserror::Error;
 
-/// The model's shape.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The model's shape, as the trainer's card (`model.json`) writes it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
 pub struct LmConfig {
     /// Width `d`.
     pub d_model: usize,

@@ -28,7 +28,7 @@ pub enum ModelError {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ModelCard {
     /// The model's shape.
-    pub config: CardConfig,
+    pub config: LmConfig,
     /// The mean next-byte loss (nats) on the held-out slice, measured on the f16 weights.
     pub heldout_loss: f64,
     /// The training run.
@@ -57,45 +57,9 @@ pub struct References {
     pub references: Vec<Reference>,
 }
 
-/// The card's config.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-pub struct CardConfig {
-    /// Width.
-    pub d_model: usize,
-    /// Blocks.
-    pub layers: usize,
-    /// Heads.
-    pub heads: usize,
-    /// MLP width.
-    pub mlp: usize,
-    /// Context, BOS included.
-    pub context: usize,
-    /// Tokens.
-    pub vocab: usize,
-    /// RoPE's base.
-    pub rope_base: f32,
-    /// Layer norm's epsilon.
-    pub norm_eps: f32,
-}
-
 impl From<LoadError> for ModelError {
     fn from(e: LoadError) -> Self {
         ModelError::Weights(Box::new(e))
-    }
-}
-
-impl From<CardConfig> for LmConfig {
-    fn from(c: CardConfig) -> Self {
-        LmConfig {
-            d_model: c.d_model,
-            layers: c.layers,
-            heads: c.heads,
-            mlp: c.mlp,
-            context: c.context,
-            vocab: c.vocab,
-            rope_base: c.rope_base,
-            norm_eps: c.norm_eps,
-        }
     }
 }
 
@@ -124,7 +88,7 @@ pub fn load(card: &ModelCard, weights: &[u8]) -> Result<Lm, ModelError> {
     let infos = safetensors::list(file, weights)?;
     let limits = Limits::default();
     let mut failed: Option<LoadError> = None;
-    let lm = Lm::new(card.config.into(), |name, want| {
+    let lm = Lm::new(card.config, |name, want| {
         let Some(info) = infos.iter().find(|i| i.name == name) else {
             return Err(Vec::new());
         };
