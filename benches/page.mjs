@@ -234,9 +234,9 @@ async function interact({ selector, value, events }) {
 
 /**
  * Sizes of what Chromium loads: every html/js/css file plus the simd128 build (`pkg-simd/`);
- * the scalar build (`pkg/`, for browsers without SIMD) is listed apart, not added. The upload
- * module (`pkg-upload/`, fetched on the first upload) is counted apart (`onDemand*`): the page
- * total is given without it (a cold load) and with it.
+ * the scalar builds (`pkg/`, `pkg-upload/`, for browsers without SIMD) are listed apart, not
+ * added. The upload module (`pkg-upload-simd/`, fetched on the first upload) is counted apart
+ * (`onDemand*`): the page total is given without it (a cold load) and with it.
  */
 function sizes() {
   const out = {
@@ -247,10 +247,10 @@ function sizes() {
   const walk = (dir) => {
     for (const name of readdirSync(dir)) {
       const p = path.join(dir, name);
-      if (simd && path.relative(DIST, p) === 'pkg') {
+      if (simd && ['pkg', 'pkg-upload'].includes(path.relative(DIST, p))) {
         for (const f of readdirSync(p).filter((n) => n.endsWith('.wasm'))) {
           const bytes = readFileSync(path.join(p, f));
-          out.other.push({ file: `pkg/${f}`, raw: bytes.length, gz: gzipSync(bytes).length });
+          out.other.push({ file: `${path.relative(DIST, p)}/${f}`, raw: bytes.length, gz: gzipSync(bytes).length });
         }
         continue;
       }
@@ -259,7 +259,7 @@ function sizes() {
         const bytes = readFileSync(p);
         const gz = gzipSync(bytes).length; // zlib default level, as a static server sends it
         out.files.push({ file: path.relative(DIST, p), raw: bytes.length, gz });
-        if (path.relative(DIST, p).startsWith(`pkg-upload${path.sep}`)) {
+        if (/^pkg-upload(-simd)?$/.test(path.relative(DIST, path.dirname(p)))) {
           out.onDemandRaw += bytes.length;
           out.onDemandGz += gz;
           if (name.endsWith('.wasm')) out.onDemandWasmGz += gz;
@@ -647,7 +647,7 @@ function report(results, size) {
   out(`  page at start (html+js+wasm+css): ${kib(size.pageRaw)} raw, ${kib(size.pageGz)} = ${kb(size.pageGz)} gzip   ${size.pageGz <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 kB)`);
   if (size.onDemandGz) {
     const all = size.pageGz + size.onDemandGz;
-    out(`  upload module (pkg-upload/, fetched on the first upload): ${kib(size.onDemandRaw)} raw, ${kb(size.onDemandGz)} gzip (wasm ${kb(size.onDemandWasmGz)})`);
+    out(`  upload module (pkg-upload-simd/, fetched on the first upload): ${kib(size.onDemandRaw)} raw, ${kb(size.onDemandGz)} gzip (wasm ${kb(size.onDemandWasmGz)})`);
     out(`  page with the upload module: ${kib(size.pageRaw + size.onDemandRaw)} raw, ${kb(all)} gzip   ${all <= PAGE_GZ_TARGET ? 'pass' : 'MISS'} (<= 400 kB)`);
   }
   return lines.join('\n');

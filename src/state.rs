@@ -13,7 +13,7 @@ use crate::synth::{AttentionPreset, MAX_ELEMENTS};
 use serde::{Deserialize, Serialize};
 
 /// Which section the page shows alone in embed mode
-/// (`?embed=budget|quant|select|compare|together`).
+/// (`?embed=budget|quant|select|compare|together|model`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Embed {
@@ -27,6 +27,28 @@ pub enum Embed {
     Compare,
     /// Both levers together (section 4).
     Together,
+    /// The model under compression (section 5).
+    Model,
+}
+
+/// How the real model's heads share the token budget (section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeadBudget {
+    /// `B` tokens in every head.
+    Uniform,
+    /// `B x heads` per layer, shared by the heads' score mass (Ada-KV).
+    Mass,
+}
+
+/// How the real model's text is generated (section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decoding {
+    /// The most likely byte each step.
+    Greedy,
+    /// Sampled at temperature 0.8, seed 1 (the same draws for both caches).
+    Sample,
 }
 
 /// The token-selection method of the selection section.
@@ -111,6 +133,9 @@ pub enum Section {
     Select,
     /// Section 3b, the policy comparison.
     Compare,
+    /// Section 5, the real model under compression (computed by the model's module, beside
+    /// the lab, when the model is the data).
+    Model,
 }
 
 /// What changing a setting recomputes.
@@ -420,6 +445,7 @@ pub fn reference() -> String {
                         Section::Quant => "2",
                         Section::Select => "3",
                         Section::Compare => "3b",
+                        Section::Model => "5",
                     })
                     .collect();
                 numbers.sort_unstable();
@@ -447,9 +473,20 @@ pub fn reference() -> String {
 }
 
 const DATA: Affects = Affects::Data;
-const QUANT: Affects = Affects::Only(&[Section::Quant, Section::Budget, Section::Compare]);
+const QUANT: Affects = Affects::Only(&[
+    Section::Quant,
+    Section::Budget,
+    Section::Compare,
+    Section::Model,
+]);
 const QUANT_ONLY: Affects = Affects::Only(&[Section::Quant]);
-const SELECT: Affects = Affects::Only(&[Section::Select, Section::Budget, Section::Compare]);
+const SELECT: Affects = Affects::Only(&[
+    Section::Select,
+    Section::Budget,
+    Section::Compare,
+    Section::Model,
+]);
+const MODEL: Affects = Affects::Only(&[Section::Model]);
 const BUDGET: Affects = Affects::Only(&[Section::Budget]);
 const COMPARE: Affects = Affects::Only(&[Section::Compare]);
 const PAGE: Affects = Affects::Page;
@@ -510,6 +547,11 @@ settings! {
     kivi_group: usize = 32, Rule::Int(1, 4096), QUANT_ONLY;
     /// KIVI full-precision residual window R (most recent tokens).
     kivi_residual: usize = 128, Rule::Int(0, MAX), QUANT_ONLY;
+    /// How the real model's heads share the budget: `B` each, or `B x heads` per layer by
+    /// their score mass (Ada-KV).
+    heads_budget: HeadBudget = HeadBudget::Uniform, Rule::Named, MODEL;
+    /// How the real model's text is generated: greedy, or sampled (temperature 0.8, seed 1).
+    decoding: Decoding = Decoding::Greedy, Rule::Named, MODEL;
     /// GPU memory for the "context that fits" figure, GiB.
     memory_gib: u64 = 80, Rule::Int(1, 4096), BUDGET;
     /// Model preset slug (see [`crate::budget::ModelConfig::presets`]) or `custom`.
@@ -570,6 +612,14 @@ impl Named for MetaDtype {
     const OPTIONS: &'static [(&'static str, Self)] =
         &[("f16", MetaDtype::F16), ("f32", MetaDtype::F32)];
 }
+impl Named for HeadBudget {
+    const OPTIONS: &'static [(&'static str, Self)] =
+        &[("uniform", HeadBudget::Uniform), ("mass", HeadBudget::Mass)];
+}
+impl Named for Decoding {
+    const OPTIONS: &'static [(&'static str, Self)] =
+        &[("greedy", Decoding::Greedy), ("sample", Decoding::Sample)];
+}
 impl Named for Method {
     const OPTIONS: &'static [(&'static str, Self)] = &[
         ("h2o", Method::H2o),
@@ -608,6 +658,7 @@ impl Named for Embed {
         ("budget", Embed::Budget),
         ("compare", Embed::Compare),
         ("together", Embed::Together),
+        ("model", Embed::Model),
     ];
 }
 
@@ -1370,6 +1421,8 @@ mod tests {
             kivi_vbits: 4,
             kivi_group: 64,
             kivi_residual: 0,
+            heads_budget: HeadBudget::Mass,
+            decoding: Decoding::Sample,
             memory_gib: 24,
             model: "custom".into(),
             layers: 3,
@@ -1382,7 +1435,7 @@ mod tests {
             keep: KeepChoice::Tokens,
             scope: Scope::QueryHead,
             lang: "zh".into(),
-            embed: Some(Embed::Select),
+            embed: Some(Embed::Model),
         };
         let q = s.to_query();
         let p = Settings::from_query(&q);

@@ -52,7 +52,9 @@ let uploadExports = null; // the upload module's exports (its Model class too), 
 function uploadsModule() {
   if (!uploadsPromise) {
     uploadsAttempts += 1;
-    const url = new URL('./pkg-upload/kvlab_upload.js', import.meta.url);
+    // (its simd128 build where the browser has SIMD: the model runs twice as fast in it)
+    const folder = wasmBuild() === 'simd128' ? 'pkg-upload-simd' : 'pkg-upload';
+    const url = new URL(`./${folder}/kvlab_upload.js`, import.meta.url);
     if (uploadsAttempts > 1) url.searchParams.set('attempt', String(uploadsAttempts));
     uploadsPromise = (async () => {
       try {
@@ -78,6 +80,7 @@ function uploadsModule() {
  * next use tries again.
  */
 let modelPromise = null;
+let loadedModel = null; // the Model, once loaded
 function theModel() {
   if (!modelPromise) {
     modelPromise = (async () => {
@@ -89,7 +92,8 @@ function theModel() {
       };
       try {
         const [card, weights] = await Promise.all([get('model.json', 'text'), get('model.safetensors', 'bytes')]);
-        return new uploadExports.Model(card, weights);
+        loadedModel = new uploadExports.Model(card, weights);
+        return loadedModel;
       } catch (e) {
         modelPromise = null;
         throw Object.assign(new Error(`The model could not be loaded: ${e?.message ?? e}. `
@@ -175,6 +179,29 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
   const canvases = new Map(); // chart name -> canvas (OffscreenCanvas or HTMLCanvasElement)
 
   const now = () => performance.now();
+
+  // The model's layer and head in use (`{layer, head}`, head -1: the mean) while the model's
+  // run is the data; null for generated or uploaded data.
+  let modelShown = null;
+
+  /**
+   * Section 5's first figures for the current settings, while the model is the data: its
+   * quality under the compressed cache (`Model.quality`), given to the page's module for the
+   * `kl` chart. `{quality}` or `{error}` (a refused setting: the rest of the page stands).
+   */
+  function measureModel() {
+    if (!modelShown || !loadedModel) return undefined;
+    const t0 = now();
+    try {
+      const settings = JSON.stringify(page.settings());
+      const quality = JSON.parse(loadedModel.quality(settings, modelShown.layer, modelShown.head));
+      const { tokens, prefill } = quality.protocol;
+      page.useModelView(tokens, prefill, Float64Array.from(quality.kl), Float32Array.from(quality.marks));
+      return { quality, ms: now() - t0 };
+    } catch (e) {
+      return { error: plainError(e) };
+    }
+  }
 
   /**
    * Draws `charts` with the page's labels/theme; returns `{name: ms}`. While the comparison is
@@ -356,7 +383,8 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      */
     update: ({ id, settings, draw: spec, defer, deferLever }) => computeAndDraw(id, spec, (progress) => {
       const query = asQuery(settings);
-      return { figures: page.update(query, progress, !!defer, !!deferLever), query: toQuery(query) };
+      const figures = page.update(query, progress, !!defer, !!deferLever);
+      return { figures, query: toQuery(query), model: measureModel() };
     }),
     /** `{draw}`: computes what a deferring update left out, then draws `draw.charts`. */
     complete: ({ id, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
@@ -380,6 +408,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     },
     useUploaded: async ({ id, choice, keep, draw: spec }) => {
       const uploads = await uploadsModule();
+      modelShown = null;
       return computeAndDraw(id, spec, (progress) => adopt(uploads.choose(...choiceArgs(choice)), keep, progress));
     },
     /**
@@ -389,14 +418,40 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      */
     useModel: async ({ id, prompt, layer, head, keep, draw: spec }) => {
       const model = await theModel();
-      return computeAndDraw(id, spec, (progress) => adopt(model.choose(prompt, layer, head), keep, progress));
+      return computeAndDraw(id, spec, (progress) => {
+        const adopted = adopt(model.choose(prompt, layer, head), keep, progress);
+        modelShown = { layer, head };
+        return { ...adopted, model: measureModel() };
+      });
     },
-    /** `{size}`: every head's attention of the model's last run, pooled (`Model.thumbnails`). */
-    modelHeads: async ({ size }) => {
-      const model = await theModel();
-      return { layers: model.layers, heads: model.heads, size, cells: model.thumbnails(size) };
+    /**
+     * `{part}`: one of section 5's details for the current settings, while the model is the
+     * data (`null` otherwise): `text` (64 bytes from the full cache, compressed once and held
+     * at B), `policies` (every policy on the model), `levers` or `allocation` (the heads'
+     * budgets), as `{Ok: value}` or `{Err: message}` with the milliseconds it took. Each a few
+     * runs of the model: the page asks for them one by one once the controls rest, so a change
+     * never waits behind all of them.
+     */
+    modelPart: ({ part }) => {
+      if (!modelShown || !loadedModel) return null;
+      const settings = JSON.stringify(page.settings());
+      const { layer, head } = modelShown;
+      const run = {
+        text: () => loadedModel.text(settings),
+        policies: () => loadedModel.policies(settings),
+        levers: () => loadedModel.levers(settings),
+        allocation: () => loadedModel.allocation(settings, layer, head),
+      }[part];
+      if (!run) throw new Error(`no model part '${part}': text, policies, levers or allocation`);
+      const t0 = now();
+      try {
+        return { Ok: JSON.parse(run()), ms: now() - t0 };
+      } catch (e) {
+        return { Err: e?.message ?? String(e), ms: now() - t0 };
+      }
     },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => {
+      modelShown = null;
       const query = asQuery(settings);
       return { figures: page.useGenerated(query, progress), settings, query: toQuery(query) };
     }),

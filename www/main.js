@@ -19,6 +19,7 @@ import { writeQuant, writeKivi } from './sections/quant.js';
 import { writeSelect } from './sections/select.js';
 import { writeCompare } from './sections/compare.js';
 import { writeTogether, writeLevers } from './sections/together.js';
+import { showModelSection, writeModel, writeModelDetails } from './sections/model.js';
 
 /** A Chinese character (the templates' spacing around names said in Chinese, errorText). */
 const HAN = /[\u4e00-\u9fff]/;
@@ -26,7 +27,7 @@ const HAN = /[\u4e00-\u9fff]/;
 /** Which sections a settings key affects (the data's keys, absent here, affect everything). */
 const SECTIONS_OF = Object.fromEntries(Object.entries(FIELDS)
   .filter(([, f]) => f.sections).map(([k, f]) => [k, f.sections]));
-const ALL = ['budget', 'quant', 'select', 'compare'];
+const ALL = ['budget', 'quant', 'select', 'compare', 'model'];
 // Charts of a section that some of its controls do not change: the policy strips show which
 // tokens each policy keeps, which the quantization controls (those that change what the bits
 // change) leave alone.
@@ -321,11 +322,72 @@ function fitRanges(f) {
   }
 }
 
+/** The policy section 3's method stands for (`policy.*` names). */
+const METHOD_POLICY = { h2o: 'h2o-sum', snapkv: 'snapkv', streaming: 'streaming-llm' };
+
+/**
+ * Section 5 from what the engine last measured of the model (`app.model`: `{quality}` or
+ * `{error}`; `app.modelDetails`), or its note on how to get there when the model is not the data.
+ */
+function writeModelFigures(base) {
+  const on = Boolean(app.upload?.model);
+  showModelSection(on);
+  if (!on || !app.model) return;
+  const ctx = { ...base, shown: app.upload.model, policy: METHOD_POLICY[app.good?.method], settings: app.good };
+  writeModel(app.model, ctx);
+  $('#model-on').classList.toggle('stale', app.modelDetailsFor !== app.model);
+  if (app.modelDetails) writeModelDetails(app.modelDetails, ctx);
+}
+
+/** Section 5's details, in the order they are asked for (the texts first: what a learner watches). */
+const MODEL_PARTS = ['text', 'policies', 'levers', 'allocation'];
+
+/**
+ * Takes the engine's first measure of the model (`model` of an update's reply) and asks for the
+ * details once the controls rest, one part per request (each a few runs of the model), so a
+ * change made meanwhile waits behind one part at most and the rest is asked for its own view.
+ */
+function tookModel(model) {
+  app.model = model ?? null;
+  if (!app.model?.quality) return;
+  // (the model's share of the engine's compute, for the benchmark: benches/model.mjs)
+  performance.measure('kvlab:model:quality', { start: performance.now() - model.ms, duration: model.ms });
+  window.clearTimeout(app.detailsTimer);
+  const asked = app.model;
+  const details = {};
+  const next = async (i) => {
+    if (app.model !== asked) return; // (a newer view asks for its own)
+    if (app.inFlight || app.pending.size) {
+      app.detailsTimer = window.setTimeout(() => next(i), 150);
+      return;
+    }
+    const part = MODEL_PARTS[i];
+    try {
+      const d = await request('modelPart', { part });
+      if (app.model !== asked || !d) return;
+      performance.measure(`kvlab:model:${part}`, { start: performance.now() - d.ms, duration: d.ms });
+      details[part] = d;
+    } catch (e) {
+      if (!e.stopped) showError(null, e.message);
+      return;
+    }
+    if (i + 1 < MODEL_PARTS.length) {
+      next(i + 1);
+      return;
+    }
+    app.modelDetails = details;
+    app.modelDetailsFor = asked;
+    writeModelFigures(sectionContext());
+  };
+  app.detailsTimer = window.setTimeout(() => next(0), 150);
+}
+
 /** The page as the section writers need to know it. */
 const sectionContext = () => ({ lang: app.lang, embed: app.good?.embed ?? null, tokens: app.upload?.tokens ?? null });
 
 function writeFigures(f) {
   const ctx = sectionContext();
+  writeModelFigures(ctx);
   writeQuant(f, ctx);
   writeSelect(f, ctx);
   writeBudget(f, ctx);
@@ -371,7 +433,7 @@ function canvasSize(canvas) {
 function drawSpec(names) {
   const charts = [];
   const sizes = {};
-  const shownIn = { quant: ['quant'], select: ['select'], compare: ['compare'], budget: ['budget'], together: ['together'] };
+  const shownIn = { quant: ['quant'], select: ['select'], compare: ['compare'], budget: ['budget'], together: ['together'], model: ['real-model'] };
   for (const name of new Set(names)) {
     const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
     if (!canvas) continue;
@@ -882,6 +944,7 @@ async function flush() {
     app.good = settings;
     app.enginePending = leftForComplete(reply.figures);
     if ([...changed.keys()].some((k) => k in BOUNDED || BOUNDED_BY.has(k))) writeControls(app.good);
+    tookModel(reply.model);
     render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);
     drawn(spec, later);
     if (reply.drawError) showError(null, reply.drawError.message);
@@ -1039,6 +1102,7 @@ async function applyAll(settings, push) {
   try {
     const reply = await request('update', { settings, draw: drawSpec(chartsOf(ALL)) });
     clearErrors();
+    tookModel(reply.model);
     show(settings, reply.figures, reply.query, push);
   } catch (e) {
     reportError(null, e);
@@ -1572,15 +1636,20 @@ async function showHeads(model) {
 /** Runs the model on the prompt and uses the layer and head chosen as the data. */
 async function onModel(button) {
   const model = modelChoice();
+  const start = performance.now();
   try {
     const reply = await request('useModel', {
       ...model, keep: { lang: app.lang, embed: app.good.embed }, draw: drawSpec(chartsOf(ALL)),
     });
     // (as an upload: the sections read its token texts; `model` marks it for Stop and the URL)
     app.upload = { model, about: null, files: [], tokens: reply.tokens };
+    tookModel(reply.model);
     errorSlot(button).hidden = true;
     showWarnings('#model-warnings', reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
+    // Click to the frame painted with the model's view (the next animation frame starts after
+    // it): the real-model issue's latency, benches/model.mjs.
+    window.requestAnimationFrame(() => performance.measure('kvlab:model:run', { start, end: performance.now() }));
     await showHeads(model);
   } catch (e) {
     reportError(button, e);
@@ -1711,6 +1780,10 @@ function wire() {
   }
   $('#up-use').addEventListener('click', (ev) => onUse(ev.target));
   $('#model-use').addEventListener('click', (ev) => onModel(ev.target));
+  $('#model-run').addEventListener('click', () => {
+    $('#model-box').open = true;
+    onModel($('#model-use'));
+  });
   $('#use-generated').addEventListener('click', () => {
     savedUpload.clear().catch(() => {});
     useGenerated(app.good, true);

@@ -13,6 +13,7 @@ mod compare;
 mod data;
 mod export;
 mod kivi;
+mod model;
 mod quant;
 mod select;
 mod together;
@@ -21,6 +22,7 @@ pub use compare::*;
 pub use data::*;
 pub use export::*;
 pub use kivi::*;
+pub use model::*;
 pub use quant::*;
 pub use select::*;
 pub use together::*;
@@ -206,6 +208,8 @@ pub struct Lab {
     kivi_pending: bool,
     /// The levers' output errors, with the settings they were computed for.
     levers: (LeverKey, LeverErrors),
+    /// Section 5's measurements of the real model, with the data they were made on.
+    model: Option<(u64, ModelView)>,
 }
 
 /// A policy evaluation of the data itself that failed (it cannot on data the lab accepted:
@@ -389,6 +393,7 @@ impl Lab {
             compare_pending: staged,
             kivi_pending: staged,
             levers: (lever_key, lever_errors),
+            model: None,
         })
     }
 

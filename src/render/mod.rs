@@ -12,11 +12,13 @@
 
 pub mod budget;
 pub mod compare;
+pub mod model;
 pub mod quant;
 pub mod select;
 
 pub use budget::{byte_unit, bytes_text, BudgetChart};
 pub use compare::CompareChart;
+pub use model::ModelChart;
 pub use quant::{group_name, histogram, QuantChart};
 pub use select::{quoted_token, AttentionCache, SelectChart};
 
@@ -127,6 +129,8 @@ pub enum Chart {
     Select(SelectChart),
     /// Section 3b.
     Compare(CompareChart),
+    /// Section 5.
+    Model(ModelChart),
 }
 
 impl Chart {
@@ -136,7 +140,12 @@ impl Chart {
         let select = SelectChart::ALL.iter().map(|&c| Chart::Select(c));
         let compare = CompareChart::ALL.iter().map(|&c| Chart::Compare(c));
         let budget = BudgetChart::ALL.iter().map(|&c| Chart::Budget(c));
-        quant.chain(select).chain(compare).chain(budget)
+        let model = ModelChart::ALL.iter().map(|&c| Chart::Model(c));
+        quant
+            .chain(select)
+            .chain(compare)
+            .chain(budget)
+            .chain(model)
     }
 
     /// The name its canvas carries (`data-chart`).
@@ -146,6 +155,7 @@ impl Chart {
             Chart::Quant(c) => c.name(),
             Chart::Select(c) => c.name(),
             Chart::Compare(c) => c.name(),
+            Chart::Model(c) => c.name(),
         }
     }
 
@@ -170,6 +180,7 @@ pub fn draw<DB: DrawingBackend>(
         Chart::Quant(c) => quant::draw(root, lab, c, labels, style),
         Chart::Select(c) => select::draw(root, lab, c, labels, style, attn_cache),
         Chart::Compare(c) => compare::draw(root, lab, c, labels, style),
+        Chart::Model(c) => model::draw(root, lab, c, labels, style),
     }
 }
 

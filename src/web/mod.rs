@@ -158,7 +158,7 @@ impl Page {
     }
 
     /// Draws chart `name` (`hist`, `groups`, `rows`, `errmap`, `attn`, `scores`, `strip`,
-    /// `mass`, `tradeoff`, `strips`, `budget-data`, `budget-model`) on `canvas` (an
+    /// `mass`, `tradeoff`, `strips`, `budget-data`, `budget-model`, `kl`) on `canvas` (an
     /// `HTMLCanvasElement` in the page or an `OffscreenCanvas` in a worker), whose width/height
     /// are already in device pixels; `labels` maps text keys to the page language; `scale` is
     /// `devicePixelRatio`.
@@ -287,6 +287,19 @@ impl Page {
             .use_generated_with_progress(&s, &mut reporter(progress))
             .map_err(|e| lab_error(&e))?;
         to_js(f)
+    }
+
+    /// Takes what the model's module measured ([`crate::lab::ModelView`]) for the `kl`
+    /// chart: the prompt's tokens, the prefill, the KL of each evaluated position and each
+    /// prefill token's share of the shown heads keeping it.
+    #[wasm_bindgen(js_name = useModelView)]
+    pub fn use_model_view(&mut self, tokens: usize, prefill: usize, kl: Vec<f64>, marks: Vec<f32>) {
+        self.lab.set_model_view(crate::lab::ModelView {
+            tokens,
+            prefill,
+            kl,
+            marks,
+        });
     }
 
     /// FNV-1a fingerprints (16 hex digits) of the data in use: `[attention, keys, values]`.

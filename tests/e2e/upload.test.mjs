@@ -32,9 +32,10 @@ function keys() {
 
 test('the file readers are a second wasm module, fetched on the first upload and only then', async () => {
   const { page, problems, requests } = await open(browser.context, urlWith({ budget: 20 }));
-  const fetched = (stem) => requests.filter((u) => new URL(u).pathname.endsWith(stem)).length;
-  assert.equal(fetched('/pkg-upload/kvlab_upload_bg.wasm'), 0, 'a visit without uploads never fetches it');
-  assert.equal(fetched('/pkg-upload/kvlab_upload.js'), 0);
+  // (its scalar or simd128 build, as the page's module: headless Chromium has SIMD)
+  const fetched = (file) => requests.filter((u) => /\/pkg-upload(-simd)?\//.test(u) && new URL(u).pathname.endsWith(file)).length;
+  assert.equal(fetched('/kvlab_upload_bg.wasm'), 0, 'a visit without uploads never fetches it');
+  assert.equal(fetched('/kvlab_upload.js'), 0);
   await page.locator('details.upload summary').click();
   // (the second file is added to the first: a pick with "Upload files" replaces the list)
   for (const [name, label] of [['attn.npy', 'Upload files'], ['k.npy', 'Add files']]) {
@@ -45,7 +46,7 @@ test('the file readers are a second wasm module, fetched on the first upload and
     await page.locator('#file-list li', { hasText: name }).waitFor();
   }
   await settle(page);
-  assert.equal(fetched('/pkg-upload/kvlab_upload_bg.wasm'), 1, 'fetched once, kept for the second file');
+  assert.equal(fetched('/kvlab_upload_bg.wasm'), 1, 'fetched once, kept for the second file');
   assert.match(await page.locator('#file-list').textContent(), /k\.npy.*\[40, 8\]/s);
   // the tensors chosen in the upload module reach the page's module
   await page.getByLabel('Attention tensor', { exact: true }).selectOption('attn.npy::attn.npy');
@@ -70,27 +71,27 @@ test('the file readers are a second wasm module, fetched on the first upload and
 test('the upload module failing to load: a message at the file control, the next upload tries again', async () => {
   const { page, problems } = await open(browser.context, urlWith({ budget: 20 }));
   const before = await figure(page, 'kept-count');
-  await page.route('**/pkg-upload/**', (route) => route.abort('internetdisconnected'));
+  await page.route('**/pkg-upload*/**', (route) => route.abort('internetdisconnected'));
   await page.locator('details.upload summary').click();
   const file = { name: 'attn.npy', mimeType: 'application/octet-stream', buffer: npy([S, T], attention()) };
   await page.getByLabel('Upload files', { exact: true }).setInputFiles([file]);
   const err = page.locator('#file').locator('xpath=..').locator('.error');
   await err.waitFor({ state: 'visible' });
-  assert.match(await err.textContent(), /file readers \(pkg-upload\/kvlab_upload\.js\) could not be loaded.*upload the file again/s);
+  assert.match(await err.textContent(), /file readers \(pkg-upload(-simd)?\/kvlab_upload\.js\) could not be loaded.*upload the file again/s);
   assert.equal(await err.textContent(), await err.getAttribute('data-value'), 'in English, the engine\'s own words');
   await page.getByRole('button', { name: 'Switch language' }).click();
   await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
-  assert.match(await err.textContent(), /^无法加载文件读取模块（pkg-upload\/kvlab_upload\.js）：.+。请检查网络连接，然后重新上传文件。$/);
+  assert.match(await err.textContent(), /^无法加载文件读取模块（pkg-upload(-simd)?\/kvlab_upload\.js）：.+。请检查网络连接，然后重新上传文件。$/);
   await page.locator('#lang').click();
   await page.waitForFunction(() => document.documentElement.lang === 'en');
   assert.equal(await figure(page, 'kept-count'), before, 'the data in use stays');
-  await page.unroute('**/pkg-upload/**');
+  await page.unroute('**/pkg-upload*/**');
   await page.getByLabel('Upload files', { exact: true }).setInputFiles([file]);
   await page.locator('#file-list li', { hasText: 'attn.npy' }).waitFor();
   await settle(page);
   assert.match(await page.locator('#file-list').textContent(), /attn\.npy.*\[16, 40\]/s);
   // the aborted fetch is the only problem
-  assert.deepEqual(problems.filter((p) => !/request failed: .*\/pkg-upload\//.test(p)), []);
+  assert.deepEqual(problems.filter((p) => !/request failed: .*\/pkg-upload(-simd)?\//.test(p)), []);
   assert.ok(problems.length >= 1, 'the blocked request was seen');
   await page.close();
 });

@@ -440,6 +440,11 @@ mod web {
         last: Option<(String, Vec<u8>, Option<String>, kvlab_core::lm::LmRun)>,
     }
 
+    /// A report as JSON text (the engine parses it).
+    fn json(value: &impl serde::Serialize) -> Result<String, JsValue> {
+        serde_json::to_string(value).map_err(|e| error("model", &e.to_string()))
+    }
+
     fn model_error(e: &kvlab_io::lm::ModelError) -> JsValue {
         error("model", &e.to_string())
     }
@@ -506,6 +511,104 @@ mod web {
                 .forward(&kvlab_core::lm::Lm::tokens(prompt))
                 .map_err(|e| error("model", &e.to_string()))?;
             Ok(Float32Array::from(run.logits.data()))
+        }
+
+        /// Section 5's first figures: the model's quality on its last run under the page's
+        /// compression (`settings`: the page's settings in use, `Page.settings()`, as JSON),
+        /// with the kept marks of `layer`'s
+        /// head `head` (negative: all its heads), as JSON
+        /// ([`kvlab_io::model_report::QualityReport`]).
+        pub fn quality(&self, settings: &str, layer: usize, head: i32) -> Result<String, JsValue> {
+            let (lm, run, tokens, specs) = self.measured(settings)?;
+            let r = kvlab_io::model_report::quality_report(
+                lm,
+                run,
+                tokens,
+                &specs.current,
+                layer,
+                usize::try_from(head).ok(),
+            )
+            .map_err(|e| error("model", &e.to_string()))?;
+            json(&r)
+        }
+
+        /// Section 5's table: every policy and the two sink cases at the page's `B` and
+        /// quantization, as JSON ([`kvlab_io::model_report::PolicyRow`]s).
+        pub fn policies(&self, settings: &str) -> Result<String, JsValue> {
+            let (lm, run, tokens, specs) = self.measured(settings)?;
+            let named: Vec<_> = specs.policies.iter().map(|n| (n.name, &n.spec)).collect();
+            json(&kvlab_io::model_report::policy_rows(
+                lm, run, tokens, &named,
+            ))
+        }
+
+        /// Section 5's levers: one bit fewer against 10% fewer tokens, in the model's KL, as
+        /// JSON ([`kvlab_io::model_report::LeverReport`]).
+        pub fn levers(&self, settings: &str) -> Result<String, JsValue> {
+            let (lm, run, tokens, specs) = self.measured(settings)?;
+            let r = kvlab_io::model_report::lever_report(lm, run, tokens, &specs.current)
+                .map_err(|e| error("model", &e.to_string()))?;
+            json(&r)
+        }
+
+        /// Section 5's heads' budgets, uniform against by score mass, as JSON
+        /// ([`kvlab_io::model_report::AllocationReport`], `null` for StreamingLLM).
+        pub fn allocation(
+            &self,
+            settings: &str,
+            layer: usize,
+            head: i32,
+        ) -> Result<String, JsValue> {
+            let (lm, run, tokens, specs) = self.measured(settings)?;
+            let r = kvlab_io::model_report::allocation_report(
+                lm,
+                run,
+                tokens,
+                &specs.current,
+                layer,
+                usize::try_from(head).ok(),
+            )
+            .transpose()
+            .map_err(|e| error("model", &e.to_string()))?;
+            json(&r)
+        }
+
+        /// Section 5's texts: 64 bytes after the prefill from the full cache, the cache
+        /// compressed once and the cache held at `B`, as JSON
+        /// ([`kvlab_io::model_report::TextReport`]).
+        pub fn text(&self, settings: &str) -> Result<String, JsValue> {
+            let (lm, run, tokens, specs) = self.measured(settings)?;
+            let r = kvlab_io::model_report::text_report(
+                lm,
+                run,
+                tokens,
+                &specs.current,
+                &specs.sampling,
+            )
+            .map_err(|e| error("model", &e.to_string()))?;
+            json(&r)
+        }
+
+        /// The model, its last run and tokens, and what `settings` (the page's, as JSON) ask.
+        #[allow(clippy::type_complexity)]
+        fn measured(
+            &self,
+            settings: &str,
+        ) -> Result<
+            (
+                &kvlab_core::lm::Lm,
+                &kvlab_core::lm::LmRun,
+                &[u8],
+                kvlab::lab::ModelSpecs,
+            ),
+            JsValue,
+        > {
+            let Some((_, tokens, _, run)) = &self.last else {
+                return Err(error("model", "the model has not run"));
+            };
+            let settings: kvlab::state::Settings = serde_json::from_str(settings)
+                .map_err(|e| error("model", &format!("the page's settings: {e}")))?;
+            Ok((&self.lm, run, tokens, kvlab::lab::model_specs(&settings)))
         }
 
         /// Runs `prompt` (again only when it changed) and gives layer `layer`, head `head`

@@ -25,6 +25,8 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         "pkg-simd/kvlab_bg.wasm",
         "pkg-upload/kvlab_upload.js",
         "pkg-upload/kvlab_upload_bg.wasm",
+        "pkg-upload-simd/kvlab_upload.js",
+        "pkg-upload-simd/kvlab_upload_bg.wasm",
     ] {
         if !www.join(required).is_file() {
             return Err(format!("{} is missing", www.join(required).display()).into());

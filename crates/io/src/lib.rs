@@ -25,6 +25,7 @@ pub mod upload;
 pub mod csv;
 pub mod json;
 pub mod lm;
+pub mod model_report;
 pub mod npy;
 pub mod safetensors;
 

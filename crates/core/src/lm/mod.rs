@@ -12,6 +12,8 @@
 //! sequence; [`Lm::decode`] runs one token against a [`KvCache`], which is what generation
 //! with a (compressed) cache needs; both give the same logits.
 
+pub mod compress;
+
 use crate::tensor::Matrix;
 use thiserror::Error;
 
@@ -76,6 +78,9 @@ pub enum LmError {
         context: usize,
     },
 }
+
+/// What [`Lm::extend_seen`] calls with each new token's attention: `(layer, head, i, weights)`.
+pub type Seen<'a> = dyn FnMut(usize, usize, usize, &[f32]) + 'a;
 
 struct Block {
     ln1: (Vec<f32>, Vec<f32>),
@@ -250,69 +255,29 @@ impl Lm {
     pub fn forward(&self, tokens: &[u8]) -> Result<LmRun, LmError> {
         let c = &self.config;
         let t = tokens.len();
-        if t == 0 || t > c.context {
+        if t == 0 {
             return Err(LmError::Length {
-                len: t,
+                len: 0,
                 context: c.context,
             });
         }
-        self.check_tokens(tokens)?;
-        let (d, h, hd) = (c.d_model, c.heads, c.head_dim());
-        let mut x: Vec<f32> = tokens
-            .iter()
-            .flat_map(|&b| self.embed[usize::from(b) * d..][..d].iter().copied())
-            .collect();
-        let (mut attention, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
-        let scale = 1.0 / (hd as f32).sqrt();
-        for b in &self.blocks {
-            let a = layer_norm(&x, d, &b.ln1, c.norm_eps);
-            let q = matmul(&a, t, d, &b.wq, d);
-            let k = matmul(&a, t, d, &b.wk, d);
-            let v = matmul(&a, t, d, &b.wv, d);
-            let mut out = vec![0f32; t * d];
-            let (mut atts, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new());
-            for head in 0..h {
-                let qh = self.head_rope(&q, t, d, head, 0);
-                let kh = self.head_rope(&k, t, d, head, 0);
-                let vh = take_head(&v, t, d, head, hd);
-                let mut w = vec![0f32; t * t];
-                for i in 0..t {
-                    let row = &mut w[i * t..i * t + i + 1];
-                    for (j, s) in row.iter_mut().enumerate() {
-                        *s = dot(&qh[i * hd..][..hd], &kh[j * hd..][..hd]) * scale;
-                    }
-                    softmax(row);
-                    let o = &mut out[i * d + head * hd..][..hd];
-                    for (j, &wij) in row.iter().enumerate() {
-                        axpy(o, wij, &vh[j * hd..][..hd]);
-                    }
-                }
-                atts.push(matrix(t, t, w)?);
-                ks.push(matrix(t, hd, kh)?);
-                vs.push(matrix(t, hd, vh)?);
-            }
-            attention.push(atts);
-            keys.push(ks);
-            values.push(vs);
-            add(&mut x, &matmul(&out, t, d, &b.wo, d));
-            let a = layer_norm(&x, d, &b.ln2, c.norm_eps);
-            let mut hidden = matmul(&a, t, d, &b.w1, c.mlp);
-            for row in hidden.chunks_exact_mut(c.mlp) {
-                for (v, bias) in row.iter_mut().zip(&b.b1) {
-                    *v = gelu(*v + bias);
-                }
-            }
-            let mut mlp = matmul(&hidden, t, c.mlp, &b.w2, d);
-            for row in mlp.chunks_exact_mut(d) {
-                add(row, &b.b2);
-            }
-            add(&mut x, &mlp);
-        }
+        let (l, h) = (c.layers, c.heads);
+        let mut weights = vec![vec![vec![0f32; t * t]; h]; l];
+        let mut cache = KvCache::default();
+        let logits = self.run(&mut cache, tokens, &mut |layer, head, i, row| {
+            weights[layer][head][i * t..][..row.len()].copy_from_slice(row);
+        })?;
+        let hd = c.head_dim();
+        let tensors = |per: Vec<Vec<Vec<f32>>>, cols: usize| -> Result<Vec<Vec<Matrix>>, LmError> {
+            per.into_iter()
+                .map(|layer| layer.into_iter().map(|m| matrix(t, cols, m)).collect())
+                .collect()
+        };
         Ok(LmRun {
-            logits: matrix(t, c.vocab, self.logits(&x, t))?,
-            attention,
-            keys,
-            values,
+            logits: matrix(t, c.vocab, logits)?,
+            attention: tensors(weights, t)?,
+            keys: tensors(cache.keys, hd)?,
+            values: tensors(cache.values, hd)?,
         })
     }
 
@@ -321,56 +286,106 @@ impl Lm {
     /// holds every earlier token; with rows dropped from the cache, it is the model under that
     /// compressed cache (the positions stay those of the uncompressed sequence).
     pub fn decode(&self, cache: &mut KvCache, token: u8) -> Result<Vec<f32>, LmError> {
+        self.extend(cache, &[token])
+    }
+
+    /// Runs `tokens` after those in `cache` (which it extends), all at once, and returns their
+    /// next-token logits, `tokens.len() x vocab`: the same as [`Lm::decode`] token by token
+    /// (each new token sees the cache's rows and the new tokens before it), with each weight
+    /// matrix read once for all of them. This is how a teacher-forced continuation under a
+    /// compressed cache is evaluated.
+    pub fn extend(&self, cache: &mut KvCache, tokens: &[u8]) -> Result<Vec<f32>, LmError> {
+        self.run(cache, tokens, &mut |_, _, _, _| {})
+    }
+
+    /// [`Lm::extend`], calling `seen(layer, head, i, weights)` with the attention of new token
+    /// `i` over the rows it sees (the cache's, then the new tokens up to itself).
+    pub fn extend_seen(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u8],
+        seen: &mut Seen<'_>,
+    ) -> Result<Vec<f32>, LmError> {
+        self.run(cache, tokens, seen)
+    }
+
+    /// The one forward pass: `tokens` at positions `cache.position..`, against the cache.
+    fn run(
+        &self,
+        cache: &mut KvCache,
+        tokens: &[u8],
+        seen: &mut Seen<'_>,
+    ) -> Result<Vec<f32>, LmError> {
         let c = &self.config;
         let (d, h, hd) = (c.d_model, c.heads, c.head_dim());
-        if cache.position >= c.context {
+        let n = tokens.len();
+        let pos = cache.position;
+        if pos + n > c.context {
             return Err(LmError::Length {
-                len: cache.position + 1,
+                len: pos + n,
                 context: c.context,
             });
         }
-        self.check_tokens(&[token])?;
+        self.check_tokens(tokens)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         if cache.keys.len() != c.layers {
             cache.keys = vec![vec![Vec::new(); h]; c.layers];
             cache.values = vec![vec![Vec::new(); h]; c.layers];
         }
-        let pos = cache.position;
-        let mut x = self.embed[usize::from(token) * d..][..d].to_vec();
+        let mut x: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&b| self.embed[usize::from(b) * d..][..d].iter().copied())
+            .collect();
         let scale = 1.0 / (hd as f32).sqrt();
+        let mut w = Vec::new();
         for (l, b) in self.blocks.iter().enumerate() {
             let a = layer_norm(&x, d, &b.ln1, c.norm_eps);
-            let q = matmul(&a, 1, d, &b.wq, d);
-            let k = matmul(&a, 1, d, &b.wk, d);
-            let v = matmul(&a, 1, d, &b.wv, d);
-            let mut out = vec![0f32; d];
+            let q = matmul(&a, n, d, &b.wq, d);
+            let k = matmul(&a, n, d, &b.wk, d);
+            let v = matmul(&a, n, d, &b.wv, d);
+            let mut out = vec![0f32; n * d];
             for head in 0..h {
-                let qh = self.head_rope(&q, 1, d, head, pos);
-                cache.keys[l][head].extend(self.head_rope(&k, 1, d, head, pos));
-                cache.values[l][head].extend_from_slice(&v[head * hd..][..hd]);
+                let qh = self.head_rope(&q, n, d, head, pos);
+                cache.keys[l][head].extend(self.head_rope(&k, n, d, head, pos));
+                cache.values[l][head].extend(take_head(&v, n, d, head, hd));
                 let (ks, vs) = (&cache.keys[l][head], &cache.values[l][head]);
-                let n = ks.len() / hd;
-                let mut w: Vec<f32> = (0..n)
-                    .map(|j| dot(&qh, &ks[j * hd..][..hd]) * scale)
-                    .collect();
-                softmax(&mut w);
-                let o = &mut out[head * hd..][..hd];
-                for (j, &wj) in w.iter().enumerate() {
-                    axpy(o, wj, &vs[j * hd..][..hd]);
+                // (a head's rows: the cache's, which may hold fewer than `pos`, then the new)
+                let before = ks.len() / hd - n;
+                for i in 0..n {
+                    let qi = &qh[i * hd..][..hd];
+                    w.clear();
+                    w.extend(
+                        ks.chunks_exact(hd)
+                            .take(before + i + 1)
+                            .map(|kj| dot(qi, kj) * scale),
+                    );
+                    softmax(&mut w);
+                    let o = &mut out[i * d + head * hd..][..hd];
+                    for (&wj, vj) in w.iter().zip(vs.chunks_exact(hd)) {
+                        axpy(o, wj, vj);
+                    }
+                    seen(l, head, i, &w);
                 }
             }
-            add(&mut x, &matmul(&out, 1, d, &b.wo, d));
+            add(&mut x, &matmul(&out, n, d, &b.wo, d));
             let a = layer_norm(&x, d, &b.ln2, c.norm_eps);
-            let mut hidden = matmul(&a, 1, d, &b.w1, c.mlp);
-            for (v, bias) in hidden.iter_mut().zip(&b.b1) {
-                *v = gelu(*v + bias);
+            let mut hidden = matmul(&a, n, d, &b.w1, c.mlp);
+            for row in hidden.chunks_exact_mut(c.mlp) {
+                for (v, bias) in row.iter_mut().zip(&b.b1) {
+                    *v = gelu(*v + bias);
+                }
             }
-            let mut mlp = matmul(&hidden, 1, c.mlp, &b.w2, d);
-            add(&mut mlp, &b.b2);
+            let mut mlp = matmul(&hidden, n, c.mlp, &b.w2, d);
+            for row in mlp.chunks_exact_mut(d) {
+                add(row, &b.b2);
+            }
             add(&mut x, &mlp);
         }
-        cache.position += 1;
+        cache.position += n;
         cache.head_dim = hd;
-        Ok(self.logits(&x, 1))
+        Ok(self.logits(&x, n))
     }
 
     /// Every token within the vocabulary (a config with fewer than 256 tokens cannot take
@@ -451,15 +466,54 @@ fn take_head(x: &[f32], t: usize, d: usize, head: usize, hd: usize) -> Vec<f32> 
 }
 
 /// `a (n x k) @ b (k x m)`, row-major.
+///
+/// In tiles of [`TILE_ROWS`] rows by [`TILE_COLS`] columns whose sums stay in locals while `p`
+/// runs over `k`: each row of `b` read serves four rows of `a`, and no partial sum goes to
+/// memory and back (the plain loop, one `axpy` per element of `a`, loads and stores its output
+/// row for every multiply-add). Each sum still adds its products in the order of `p`, so the
+/// result is the plain loop's to the bit. The rows and columns left over take the plain loop.
 fn matmul(a: &[f32], n: usize, k: usize, b: &[f32], m: usize) -> Vec<f32> {
+    const R: usize = TILE_ROWS;
+    const C: usize = TILE_COLS;
     let mut out = vec![0f32; n * m];
-    for (i, row) in out.chunks_exact_mut(m).enumerate() {
+    let tiled_rows = n / R * R;
+    let tiled_cols = m / C * C;
+    for i in (0..tiled_rows).step_by(R) {
+        let rows: [&[f32]; R] = std::array::from_fn(|r| &a[(i + r) * k..][..k]);
+        for j in (0..tiled_cols).step_by(C) {
+            let mut acc = [[0f32; C]; R];
+            for p in 0..k {
+                let bp = &b[p * m + j..][..C];
+                for (acc, row) in acc.iter_mut().zip(&rows) {
+                    let x = row[p];
+                    for (s, &y) in acc.iter_mut().zip(bp) {
+                        *s += x * y;
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                out[(i + r) * m + j..][..C].copy_from_slice(acc);
+            }
+        }
+    }
+    for i in 0..n {
+        // (whole rows below the tiles; the columns right of them in the tiles' rows)
+        let from = if i < tiled_rows { tiled_cols } else { 0 };
+        if from == m {
+            continue;
+        }
+        let row = &mut out[i * m + from..(i + 1) * m];
         for (p, &aip) in a[i * k..][..k].iter().enumerate() {
-            axpy(row, aip, &b[p * m..][..m]);
+            axpy(row, aip, &b[p * m + from..(p + 1) * m]);
         }
     }
     out
 }
+
+/// Rows of a [`matmul`] tile.
+const TILE_ROWS: usize = 4;
+/// Columns of a [`matmul`] tile (four SIMD vectors of f32).
+const TILE_COLS: usize = 16;
 
 fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     for (y, &x) in y.iter_mut().zip(x) {
@@ -467,8 +521,32 @@ fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     }
 }
 
+/// `a . b`, summed in eight lanes: a sum taken in order is one long chain the compiler may not
+/// reorder, so it cannot use SIMD; eight independent sums can (a head's 32-wide rows are four
+/// steps of eight). The lanes' order is fixed, so every platform gives the same result.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut lanes = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            lanes[k] += x[k] * y[k];
+        }
+    }
+    let pairs = [
+        lanes[0] + lanes[4],
+        lanes[1] + lanes[5],
+        lanes[2] + lanes[6],
+        lanes[3] + lanes[7],
+    ];
+    (pairs[0] + pairs[2]) + (pairs[1] + pairs[3]) + tail
 }
 
 fn add(x: &mut [f32], y: &[f32]) {
@@ -538,6 +616,37 @@ mod tests {
             Ok(vec![v; n])
         })
         .expect("a tiny model")
+    }
+
+    #[test]
+    fn the_tiled_product_is_the_plain_loops_to_the_bit() {
+        // (shapes with leftover rows and columns: 6 = 4 + 2 rows, 37 = 2 x 16 + 5 columns)
+        for (n, k, m) in [(6, 9, 37), (1, 5, 16), (4, 3, 16), (9, 128, 128), (2, 7, 3)] {
+            let a: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let b: Vec<f32> = (0..k * m)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 9.0)
+                .collect();
+            let mut plain = vec![0f32; n * m];
+            for i in 0..n {
+                for p in 0..k {
+                    axpy(
+                        &mut plain[i * m..(i + 1) * m],
+                        a[i * k + p],
+                        &b[p * m..(p + 1) * m],
+                    );
+                }
+            }
+            let tiled = matmul(&a, n, k, &b, m);
+            assert!(
+                tiled
+                    .iter()
+                    .zip(&plain)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{n}x{k} @ {k}x{m}"
+            );
+        }
     }
 
     #[test]

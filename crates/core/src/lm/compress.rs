@@ -1,0 +1,771 @@
+//! The model under a compressed cache: the note's two levers applied to the real model's KV
+//! cache, and what they cost in the model's own output (the note's closing question, in one
+//! currency).
+//!
+//! The protocol ([`Protocol`]): the prompt's first `P` tokens are the prefill, run with the
+//! full cache; then the cache is compressed once (each layer's and head's kept set chosen by
+//! the policy from that head's own attention over the prefill, then the kept rows of K and V
+//! quantized), as the note's one-shot selection does; then the last `E` tokens of the prompt
+//! are teacher-forced under the compressed cache (their own keys and values join it at full
+//! precision) and each one's next-token distribution is compared with the full cache's.
+
+use super::{log_softmax_at, KvCache, Lm, LmError, LmRun};
+use crate::budget::{self, BudgetError, Compression, IndexKind, ModelConfig, QuantAccounting};
+use crate::policy::{policy_scores, select_with, Policy, PolicyError};
+use crate::quant::{quantize, QuantConfig, QuantError};
+use crate::rng::Xoshiro256;
+use crate::Matrix;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The most positions evaluated after the prefill.
+pub const EVALUATED: usize = 64;
+
+/// Why the model's quality under a compression could not be measured.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum EvalError {
+    /// Nothing to keep and evaluate.
+    #[error("a prompt of {tokens} token(s) with the BOS: measuring the compressed cache needs at least 2, one kept and one evaluated; type a longer prompt")]
+    TooShort {
+        /// Tokens, BOS included.
+        tokens: usize,
+    },
+    /// The run and the tokens do not belong together (a bug of the caller, said).
+    #[error("the model's run has {run} positions but {tokens} tokens were given")]
+    Mismatch {
+        /// Positions of the run.
+        run: usize,
+        /// Tokens given.
+        tokens: usize,
+    },
+    /// The model refused the tokens.
+    #[error(transparent)]
+    Model(#[from] LmError),
+    /// The quantization refused its settings on a head's kept rows.
+    #[error("quantizing the model's cache ({what} of {rows} kept tokens x {cols} channels per head): {error}")]
+    Quant {
+        /// `keys` or `values`.
+        what: &'static str,
+        /// Rows quantized.
+        rows: usize,
+        /// Channels.
+        cols: usize,
+        /// The refusal.
+        error: QuantError,
+    },
+    /// The policy refused its settings on the prefill.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The byte accounting refused.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+}
+
+/// Which tokens of a prompt are the prefill and which are evaluated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Protocol {
+    /// Tokens, BOS included (`T`).
+    pub tokens: usize,
+    /// The prefill `P`: the tokens whose cache is compressed.
+    pub prefill: usize,
+    /// The positions evaluated under the compressed cache, `E = T - P`: a quarter of the
+    /// tokens, 1 to [`EVALUATED`].
+    pub evaluated: usize,
+}
+
+impl Protocol {
+    /// The protocol for `tokens` tokens (BOS included, at least 2).
+    pub fn of(tokens: usize) -> Result<Protocol, EvalError> {
+        if tokens < 2 {
+            return Err(EvalError::TooShort { tokens });
+        }
+        let evaluated = (tokens / 4).clamp(1, EVALUATED);
+        Ok(Protocol {
+            tokens,
+            prefill: tokens - evaluated,
+            evaluated,
+        })
+    }
+}
+
+/// Which prefill tokens each head keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Keep {
+    /// Every token (only quantization compresses).
+    All,
+    /// Every token but the first (the BOS): what an attention sink is worth.
+    DropFirst,
+    /// `budget` tokens per head chosen by `policy` from the head's attention over the prefill.
+    Policy {
+        /// The policy (the oracle ranks by the evaluated positions' attention).
+        policy: Policy,
+    },
+}
+
+/// How the heads of a layer share the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocation {
+    /// `B` tokens in every head.
+    #[default]
+    Uniform,
+    /// `B x heads` tokens per layer, shared as Ada-KV does: each head keeps its recent window,
+    /// the rest go to the highest scores of all the layer's heads, each head's scores
+    /// normalised to sum to 1 (a head that spreads its attention gets more tokens than one
+    /// that looks at few).
+    ScoreMass,
+}
+
+/// A compression of the model's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CacheSpec {
+    /// How K is quantized; `None`: full precision.
+    pub keys: Option<QuantAccounting>,
+    /// How V is quantized; `None`: full precision.
+    pub values: Option<QuantAccounting>,
+    /// Which tokens are kept.
+    pub keep: Keep,
+    /// `B`: tokens kept per head, of the prefill's (all of them when `B >= P`).
+    pub budget: usize,
+    /// The recent window `r` of the heavy + recent policies.
+    pub recent: usize,
+    /// How the heads share the budget.
+    #[serde(default)]
+    pub allocation: Allocation,
+}
+
+impl CacheSpec {
+    /// Nothing compressed.
+    pub fn full() -> CacheSpec {
+        CacheSpec {
+            keys: None,
+            values: None,
+            keep: Keep::All,
+            budget: usize::MAX,
+            recent: 0,
+            allocation: Allocation::Uniform,
+        }
+    }
+}
+
+/// The prefill's cache, compressed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compressed {
+    /// The cache (positions after the prefill's).
+    pub cache: KvCache,
+    /// `kept[layer][head]`: the prefill tokens kept, ascending.
+    pub kept: Vec<Vec<Vec<usize>>>,
+}
+
+fn quant_config(q: &QuantAccounting) -> QuantConfig {
+    QuantConfig {
+        bits: q.bits,
+        scheme: q.scheme,
+        granularity: q.granularity,
+        group_size: q
+            .group_size
+            .map(|g| usize::try_from(g).unwrap_or(usize::MAX)),
+    }
+}
+
+/// Rows `rows` of `m`'s columns `0..cols` (the columns are tokens).
+fn block(m: &Matrix, rows: std::ops::Range<usize>, cols: usize) -> Result<Matrix, EvalError> {
+    let n = rows.len();
+    let data = m
+        .iter_rows()
+        .skip(rows.start)
+        .take(n)
+        .flat_map(|r| r[..cols].iter().copied())
+        .collect();
+    Matrix::new(n, cols, data).map_err(|e| EvalError::Policy(e.into()))
+}
+
+/// `policy` on a prefill of `p` tokens: SnapKV's window observes at most the prefill's rows.
+fn fit(policy: Policy, p: usize) -> Policy {
+    match policy {
+        Policy::SnapKv { window, pooling } if window > p => Policy::SnapKv { window: p, pooling },
+        _ => policy,
+    }
+}
+
+/// The kept set of one head: `policy` on the head's attention `a` (`T x T`) over the prefill
+/// `0..p`, `budget < p` tokens.
+fn select_head(
+    policy: &Policy,
+    a: &Matrix,
+    p: usize,
+    budget: usize,
+    recent: usize,
+) -> Result<Vec<usize>, EvalError> {
+    let sel = if matches!(policy, Policy::Oracle) {
+        // (the evaluated positions' attention on the prefill: the upper bound)
+        select_with(policy, &block(a, 0..a.rows(), p)?, budget, 0, p)?
+    } else {
+        select_with(policy, &block(a, 0..p, p)?, budget, recent.min(p), p)?
+    };
+    Ok(sel.kept)
+}
+
+/// [`Allocation::ScoreMass`] for one layer: each head's recent window, then the layer's
+/// `heads x (budget - r)` other slots to the highest normalised scores of any head (ties to
+/// the lower head, then the lower token). `scores[h]` has `p` entries.
+fn share_by_mass(scores: &[Vec<f32>], p: usize, budget: usize, recent: usize) -> Vec<Vec<usize>> {
+    let r = recent.min(budget).min(p);
+    let prefix = p - r;
+    let mut pool: Vec<(f64, usize, usize)> = Vec::new();
+    for (h, s) in scores.iter().enumerate() {
+        let total: f64 = s[..prefix].iter().map(|&v| f64::from(v.max(0.0))).sum();
+        for (i, &v) in s[..prefix].iter().enumerate() {
+            let share = if total > 0.0 {
+                f64::from(v.max(0.0)) / total
+            } else {
+                0.0
+            };
+            pool.push((share, h, i));
+        }
+    }
+    pool.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let slots = scores.len() * (budget - r);
+    let mut kept: Vec<Vec<usize>> = vec![(prefix..p).collect(); scores.len()];
+    for &(_, h, i) in pool.iter().take(slots) {
+        kept[h].push(i);
+    }
+    for k in &mut kept {
+        k.sort_unstable();
+    }
+    kept
+}
+
+/// Rows `keep` of `m` (one head's K or V), quantized and dequantized with `q` when given.
+fn kept_rows(
+    m: &Matrix,
+    keep: &[usize],
+    q: Option<&QuantAccounting>,
+    what: &'static str,
+) -> Result<Vec<f32>, EvalError> {
+    let hd = m.cols();
+    let data: Vec<f32> = keep
+        .iter()
+        .flat_map(|&r| m.row(r).unwrap_or(&[]).iter().copied())
+        .collect();
+    match q {
+        Some(q) if !keep.is_empty() => {
+            let x = Matrix::new(keep.len(), hd, data).map_err(|e| EvalError::Policy(e.into()))?;
+            let quantized = quantize(&x, &quant_config(q)).map_err(|error| EvalError::Quant {
+                what,
+                rows: keep.len(),
+                cols: hd,
+                error,
+            })?;
+            Ok(quantized.dequantize().data().to_vec())
+        }
+        _ => Ok(data),
+    }
+}
+
+/// The prefill `0..prefill` of `run` (the full forward of the prompt) with its cache
+/// compressed by `spec`.
+pub fn compress(run: &LmRun, prefill: usize, spec: &CacheSpec) -> Result<Compressed, EvalError> {
+    let layers = run.keys.len();
+    let mut kept = Vec::with_capacity(layers);
+    for attention in &run.attention {
+        let p = prefill;
+        let b = spec.budget.min(p);
+        let layer: Vec<Vec<usize>> = match spec.keep {
+            Keep::All => vec![(0..p).collect(); attention.len()],
+            Keep::DropFirst => vec![(1..p).collect(); attention.len()],
+            Keep::Policy { .. } if b >= p => vec![(0..p).collect(); attention.len()],
+            Keep::Policy { policy } => {
+                let policy = fit(policy, p);
+                let ranks = !matches!(policy, Policy::StreamingLlm { .. } | Policy::Oracle);
+                if spec.allocation == Allocation::ScoreMass && ranks {
+                    let scores = attention
+                        .iter()
+                        .map(|a| {
+                            Ok(policy_scores(&policy, &block(a, 0..p, p)?, p)?.unwrap_or_default())
+                        })
+                        .collect::<Result<Vec<_>, EvalError>>()?;
+                    share_by_mass(&scores, p, b, spec.recent)
+                } else {
+                    attention
+                        .iter()
+                        .map(|a| select_head(&policy, a, p, b, spec.recent))
+                        .collect::<Result<_, _>>()?
+                }
+            }
+        };
+        kept.push(layer);
+    }
+    let mut cache = KvCache {
+        keys: Vec::with_capacity(layers),
+        values: Vec::with_capacity(layers),
+        position: prefill,
+        head_dim: run
+            .keys
+            .first()
+            .and_then(|l| l.first())
+            .map_or(0, |m| m.cols()),
+    };
+    for (l, layer) in kept.iter().enumerate() {
+        let mut ks = Vec::with_capacity(layer.len());
+        let mut vs = Vec::with_capacity(layer.len());
+        for (h, keep) in layer.iter().enumerate() {
+            ks.push(kept_rows(
+                &run.keys[l][h],
+                keep,
+                spec.keys.as_ref(),
+                "keys",
+            )?);
+            vs.push(kept_rows(
+                &run.values[l][h],
+                keep,
+                spec.values.as_ref(),
+                "values",
+            )?);
+        }
+        cache.keys.push(ks);
+        cache.values.push(vs);
+    }
+    Ok(Compressed { cache, kept })
+}
+
+/// What the compressed cache did to the model, position by position.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Quality {
+    /// Which positions.
+    pub protocol: Protocol,
+    /// `KL(full || compressed)` of the next-token distribution at each evaluated position,
+    /// nats.
+    pub kl: Vec<f64>,
+    /// Whether the most likely next byte is the same.
+    pub top1: Vec<bool>,
+    /// The loss of the true next byte with the full cache, nats, at each evaluated position
+    /// that has one (`E - 1`: the last token's next byte is not in the prompt).
+    pub nll_full: Vec<f64>,
+    /// The same with the compressed cache.
+    pub nll: Vec<f64>,
+    /// `kept[layer][head]`: the prefill tokens kept.
+    pub kept: Vec<Vec<Vec<usize>>>,
+    /// The compressed cache's bytes as the note counts them (codes, scales and zero points,
+    /// score state, index; fp16 for what is not quantized), and the full cache's.
+    pub bytes: u64,
+    /// The prefill's full cache in fp16, bytes.
+    pub bytes_full: u64,
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+impl Quality {
+    /// Mean KL, nats.
+    pub fn mean_kl(&self) -> f64 {
+        mean(&self.kl)
+    }
+    /// Share of positions whose top-1 byte is unchanged.
+    pub fn top1_rate(&self) -> f64 {
+        let n = self.top1.len().max(1);
+        self.top1.iter().filter(|&&t| t).count() as f64 / n as f64
+    }
+    /// Mean loss of the true next byte, full cache.
+    pub fn mean_nll_full(&self) -> f64 {
+        mean(&self.nll_full)
+    }
+    /// Mean loss of the true next byte, compressed cache.
+    pub fn mean_nll(&self) -> f64 {
+        mean(&self.nll)
+    }
+}
+
+/// `KL(p || q)` of the softmaxes of two logit rows, nats (f64).
+pub fn kl_divergence(p_logits: &[f32], q_logits: &[f32]) -> f64 {
+    let lse = |row: &[f32]| {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = row.iter().map(|&v| f64::from(v - max).exp()).sum();
+        f64::from(max) + sum.ln()
+    };
+    let (lp, lq) = (lse(p_logits), lse(q_logits));
+    p_logits
+        .iter()
+        .zip(q_logits)
+        .map(|(&a, &b)| {
+            let log_p = f64::from(a) - lp;
+            log_p.exp() * (log_p - (f64::from(b) - lq))
+        })
+        .sum::<f64>()
+        .max(0.0)
+}
+
+fn argmax(row: &[f32]) -> usize {
+    row.iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |best, (i, &v)| {
+            if v > best.1 {
+                (i, v)
+            } else {
+                best
+            }
+        })
+        .0
+}
+
+/// The model as the byte accounting sees it: its layers and heads, fp16.
+fn model_config(run: &LmRun) -> ModelConfig {
+    let heads = run.keys.first().map_or(1, Vec::len) as u64;
+    ModelConfig {
+        name: "kvlab".into(),
+        layers: run.keys.len() as u64,
+        n_kv_heads: heads,
+        n_heads: heads,
+        d_head: run
+            .keys
+            .first()
+            .and_then(|l| l.first())
+            .map_or(1, |m| m.cols()) as u64,
+        fp_bytes: 2,
+        mla_latent: None,
+        sliding: None,
+    }
+}
+
+/// The bytes of the prefill's cache under `spec` with `kept` (the mean kept per head, which
+/// the per-head allocation keeps on average), and of the full prefill cache.
+fn cache_bytes(
+    run: &LmRun,
+    prefill: usize,
+    spec: &CacheSpec,
+    kept: &[Vec<Vec<usize>>],
+) -> Result<(u64, u64), EvalError> {
+    let model = model_config(run);
+    let copies = (model.layers * model.n_kv_heads).max(1);
+    let kept_total: u64 = kept.iter().flatten().map(|k| k.len() as u64).sum();
+    let t_kept = (kept_total / copies).max(1);
+    let template = Compression {
+        k: spec.keys,
+        v: spec.values,
+        selection_copies: copies,
+        ..Compression::none(prefill as u64)
+    };
+    let c = match spec.keep {
+        Keep::All => template,
+        Keep::DropFirst => Compression {
+            t_kept,
+            index: IndexKind::List,
+            ..template
+        },
+        Keep::Policy { policy } if t_kept < prefill as u64 => Compression {
+            index: IndexKind::List,
+            ..policy.compression(&template, prefill as u64, t_kept)
+        },
+        Keep::Policy { .. } => template,
+    };
+    let b = budget::breakdown(&model, &c)?;
+    Ok((b.m_final, b.m_fp))
+}
+
+/// The model's quality under `spec` on `tokens` (BOS first), whose full forward is `run`.
+pub fn quality(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+) -> Result<Quality, EvalError> {
+    let t = tokens.len();
+    if run.logits.rows() != t {
+        return Err(EvalError::Mismatch {
+            run: run.logits.rows(),
+            tokens: t,
+        });
+    }
+    let protocol = Protocol::of(t)?;
+    let p = protocol.prefill;
+    let Compressed { mut cache, kept } = compress(run, p, spec)?;
+    let logits = lm.extend(&mut cache, &tokens[p..])?;
+    let vocab = lm.config().vocab;
+    let (mut kl, mut top1, mut nll_full, mut nll) = (vec![], vec![], vec![], vec![]);
+    for (i, row) in logits.chunks_exact(vocab).enumerate() {
+        let full = run.logits.row(p + i).unwrap_or(&[]);
+        kl.push(kl_divergence(full, row));
+        top1.push(argmax(full) == argmax(row));
+        if let Some(&next) = tokens.get(p + i + 1) {
+            nll_full.push(-log_softmax_at(full, usize::from(next)));
+            nll.push(-log_softmax_at(row, usize::from(next)));
+        }
+    }
+    let (bytes, bytes_full) = cache_bytes(run, p, spec, &kept)?;
+    Ok(Quality {
+        protocol,
+        kl,
+        top1,
+        nll_full,
+        nll,
+        kept,
+        bytes,
+        bytes_full,
+    })
+}
+
+/// How the next byte is picked.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// 0: greedy (the most likely byte); above 0: sampled from `softmax(logits / temperature)`.
+    pub temperature: f32,
+    /// The sampler's seed: the full and the compressed cache draw the same random numbers, so
+    /// where their texts part, the cache made the difference.
+    pub seed: u64,
+}
+
+/// Text generated after the prefill with the full and with the compressed cache.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Generation {
+    /// The prefill's length `P` (generation starts after it).
+    pub prefill: usize,
+    /// With the full cache.
+    pub full: Vec<u8>,
+    /// With the prefill compressed once (the cache grows as it generates).
+    pub once: Vec<u8>,
+    /// With the cache held at `B` while generating, evicting as the policy does at decode
+    /// time (H2O: the lowest cumulative score; StreamingLLM: the oldest after the sinks; TOVA:
+    /// the lowest attention of the current step); `None` for the policies that select once by
+    /// design (SnapKV, random, the oracle) and when nothing is dropped.
+    pub evicting: Option<Vec<u8>>,
+}
+
+/// The index of the first byte where `a` and `b` differ (`None` when one is a prefix of the
+/// other or they are equal).
+pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+fn pick(logits: &[f32], sampling: &Sampling, rng: &mut Xoshiro256) -> u8 {
+    if sampling.temperature <= 0.0 {
+        return argmax(logits) as u8;
+    }
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let weights: Vec<f64> = logits
+        .iter()
+        .map(|&v| (f64::from(v - max) / f64::from(sampling.temperature)).exp())
+        .collect();
+    let mut u = rng.uniform() * weights.iter().sum::<f64>();
+    for (i, w) in weights.iter().enumerate() {
+        if u < *w {
+            return i as u8;
+        }
+        u -= w;
+    }
+    (weights.len() - 1) as u8
+}
+
+/// A decode-time eviction: the rule, the budget it holds the cache at, and each row's score
+/// (`[layer][head][row]`).
+type Eviction = (Evict, usize, Vec<Vec<Vec<f32>>>);
+
+/// A decode-time eviction rule: which row of a head's cache goes when it holds one too many.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Evict {
+    /// The lowest cumulative score outside the last `recent` rows.
+    Heavy { recent: usize },
+    /// The lowest score of the current step outside the last `recent` rows.
+    Current { recent: usize },
+    /// The oldest row after the first `sinks`.
+    Oldest { sinks: usize },
+}
+
+fn eviction(spec: &CacheSpec) -> Option<Evict> {
+    let Keep::Policy { policy } = spec.keep else {
+        return None;
+    };
+    match policy {
+        Policy::H2oSum | Policy::H2oMean => Some(Evict::Heavy {
+            recent: spec.recent,
+        }),
+        Policy::Tova => Some(Evict::Current {
+            recent: spec.recent,
+        }),
+        Policy::StreamingLlm { sinks } => Some(Evict::Oldest { sinks }),
+        _ => None,
+    }
+}
+
+/// Generates `n` bytes (fewer where the context ends) after the prefill of `tokens`, whose
+/// full forward is `run`: with the full cache, with the prefill compressed once by `spec`,
+/// and with the cache held at `spec`'s budget by decode-time eviction.
+pub fn generate(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+    n: usize,
+    sampling: &Sampling,
+) -> Result<Generation, EvalError> {
+    let protocol = Protocol::of(tokens.len())?;
+    let p = protocol.prefill;
+    let n = n.min(lm.config().context - p);
+    let first = run.logits.row(p - 1).unwrap_or(&[]).to_vec();
+    let text = |cache: &mut KvCache, evict: Option<Eviction>| {
+        let mut rng = Xoshiro256::stream(sampling.seed, 0x006b_766c_6162);
+        let mut logits = first.clone();
+        let mut out = Vec::with_capacity(n);
+        let mut evict = evict;
+        for _ in 0..n {
+            let byte = pick(&logits, sampling, &mut rng);
+            out.push(byte);
+            if out.len() == n {
+                break;
+            }
+            let mut last: Vec<Vec<Vec<f32>>> = Vec::new();
+            logits = lm.extend_seen(cache, &[byte], &mut |l, _, _, w| {
+                if last.len() <= l {
+                    last.push(Vec::new());
+                }
+                last[l].push(w.to_vec());
+            })?;
+            if let Some((rule, budget, scores)) = evict.as_mut() {
+                evict_rows(cache, &last, *rule, *budget, scores);
+            }
+        }
+        Ok::<_, EvalError>(out)
+    };
+    let mut full_cache = compress(run, p, &CacheSpec::full())?.cache;
+    let full = text(&mut full_cache, None)?;
+    let compressed = compress(run, p, spec)?;
+    let once = text(&mut compressed.cache.clone(), None)?;
+    let dropped = compressed.kept.iter().flatten().any(|k| k.len() < p);
+    let evicting = match eviction(spec) {
+        Some(rule) if dropped => {
+            // (H2O's running scores start from each kept token's score on the prefill)
+            let scores = run
+                .attention
+                .iter()
+                .zip(&compressed.kept)
+                .map(|(layer, kept)| {
+                    layer
+                        .iter()
+                        .zip(kept)
+                        .map(|(a, keep)| {
+                            keep.iter()
+                                .map(|&j| (0..p).filter_map(|t| a.row(t).map(|r| r[j])).sum())
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
+            let budget = spec.budget.min(p);
+            let mut cache = compressed.cache;
+            Some(text(&mut cache, Some((rule, budget, scores)))?)
+        }
+        _ => None,
+    };
+    Ok(Generation {
+        prefill: p,
+        full,
+        once,
+        evicting,
+    })
+}
+
+/// After one decoded token: every head's row scores updated with its attention `last[l][h]`
+/// (over the cache's rows, the new one last) and, where a head holds more than `budget` rows,
+/// the rule's row dropped.
+fn evict_rows(
+    cache: &mut KvCache,
+    last: &[Vec<Vec<f32>>],
+    rule: Evict,
+    budget: usize,
+    scores: &mut [Vec<Vec<f32>>],
+) {
+    let hd = cache.head_dim;
+    for (l, layer) in last.iter().enumerate() {
+        for (h, w) in layer.iter().enumerate() {
+            let s = &mut scores[l][h];
+            s.push(0.0);
+            for (acc, &wj) in s.iter_mut().zip(w) {
+                *acc = match rule {
+                    Evict::Current { .. } => wj,
+                    _ => *acc + wj,
+                };
+            }
+            let rows = s.len();
+            if rows <= budget {
+                continue;
+            }
+            let drop = match rule {
+                Evict::Oldest { sinks } => sinks.min(rows - 1),
+                Evict::Heavy { recent } | Evict::Current { recent } => {
+                    let candidates = rows.saturating_sub(recent.min(budget)).max(1);
+                    (0..candidates)
+                        .min_by(|&a, &b| s[a].total_cmp(&s[b]).then(a.cmp(&b)))
+                        .unwrap_or(0)
+                }
+            };
+            s.remove(drop);
+            cache.keys[l][h].drain(drop * hd..(drop + 1) * hd);
+            cache.values[l][h].drain(drop * hd..(drop + 1) * hd);
+        }
+    }
+}
+
+/// What one lever costs against the current compression: the model's KL after it, and the
+/// bytes it saves.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeverCost {
+    /// Mean KL (full || compressed) with the lever pulled, nats.
+    pub kl: f64,
+    /// Mean loss of the true next byte with the lever pulled, nats.
+    pub nll: f64,
+    /// The cache's bytes with the lever pulled.
+    pub bytes: u64,
+    /// The KL added per KiB saved, nats (`None` when it saves nothing).
+    pub kl_per_kib: Option<f64>,
+}
+
+/// `lever` measured against `base` ([`LeverCost`]).
+pub fn lever_cost(base: &Quality, lever: &Quality) -> LeverCost {
+    let saved = base.bytes as f64 - lever.bytes as f64;
+    LeverCost {
+        kl: lever.mean_kl(),
+        nll: lever.mean_nll(),
+        bytes: lever.bytes,
+        kl_per_kib: (saved > 0.0).then(|| (lever.mean_kl() - base.mean_kl()) / (saved / 1024.0)),
+    }
+}
+
+/// The note's two levers from `spec`: one bit fewer for K and V (where both are quantized
+/// and one bit fewer is allowed), and 10% fewer tokens (`floor(0.9 min(B, P))`, at least 1).
+pub fn levers(spec: &CacheSpec, prefill: usize) -> (Option<CacheSpec>, Option<CacheSpec>) {
+    let fewer = |q: Option<QuantAccounting>| {
+        q.and_then(|q| {
+            let min = crate::quant::QuantConfig::bits_range(q.scheme)
+                .start()
+                .to_owned();
+            (q.bits > min).then_some(QuantAccounting {
+                bits: q.bits - 1,
+                ..q
+            })
+        })
+    };
+    let bits = match (fewer(spec.keys), fewer(spec.values)) {
+        (Some(k), Some(v)) => Some(CacheSpec {
+            keys: Some(k),
+            values: Some(v),
+            ..*spec
+        }),
+        _ => None,
+    };
+    let kept = spec.budget.min(prefill);
+    let tokens = (kept * 9 / 10).max(1);
+    let tokens = match spec.keep {
+        Keep::Policy { .. } if tokens < kept => Some(CacheSpec {
+            budget: tokens,
+            ..*spec
+        }),
+        _ => None,
+    };
+    (bits, tokens)
+}

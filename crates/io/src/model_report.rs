@@ -1,0 +1,292 @@
+//! Section 5's reports on the real model's last run (what the upload module's `Model` gives the
+//! page, as JSON): the quality under the page's compression, every policy at the same budget,
+//! the two levers in one currency, the heads' budgets, and text from both caches.
+
+use kvlab_core::lm::compress::{
+    first_difference, generate, lever_cost, levers, quality, Allocation, CacheSpec, EvalError,
+    Keep, LeverCost, Protocol, Quality, Sampling,
+};
+use kvlab_core::lm::{Lm, LmRun};
+use serde::Serialize;
+
+/// One named compression of the policies' table.
+pub type Named<'a> = (&'a str, &'a CacheSpec);
+
+/// The quality under the current compression.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QualityReport {
+    /// Which positions were evaluated.
+    pub protocol: Protocol,
+    /// KL per evaluated position.
+    pub kl: Vec<f64>,
+    /// Top-1 kept, per evaluated position.
+    pub top1: Vec<bool>,
+    /// Mean KL, nats.
+    pub mean_kl: f64,
+    /// Share of positions with the same top-1 byte.
+    pub top1_rate: f64,
+    /// Mean loss of the true next byte, full cache.
+    pub nll_full: f64,
+    /// The same, compressed.
+    pub nll: f64,
+    /// The compressed prefill cache's bytes, and the full one's (fp16).
+    pub bytes: u64,
+    /// See `bytes`.
+    pub bytes_full: u64,
+    /// Tokens kept by each layer's heads, `[layer][head]`.
+    pub kept_counts: Vec<Vec<usize>>,
+    /// For each prefill token, the share of the shown heads keeping it.
+    pub marks: Vec<f32>,
+    /// The shown heads' kept tokens (kept by at least half of them), ascending.
+    pub kept: Vec<usize>,
+}
+
+fn report(q: &Quality, layer: usize, head: Option<usize>) -> QualityReport {
+    let p = q.protocol.prefill;
+    let heads: Vec<&Vec<usize>> = match (q.kept.get(layer), head) {
+        (Some(l), Some(h)) => l.get(h).into_iter().collect(),
+        (Some(l), None) => l.iter().collect(),
+        (None, _) => Vec::new(),
+    };
+    let mut marks = vec![0f32; p];
+    for k in &heads {
+        for &i in k.iter() {
+            if let Some(m) = marks.get_mut(i) {
+                *m += 1.0 / heads.len() as f32;
+            }
+        }
+    }
+    QualityReport {
+        protocol: q.protocol,
+        kl: q.kl.clone(),
+        top1: q.top1.clone(),
+        mean_kl: q.mean_kl(),
+        top1_rate: q.top1_rate(),
+        nll_full: q.mean_nll_full(),
+        nll: q.mean_nll(),
+        bytes: q.bytes,
+        bytes_full: q.bytes_full,
+        kept_counts: q
+            .kept
+            .iter()
+            .map(|l| l.iter().map(Vec::len).collect())
+            .collect(),
+        kept: (0..p).filter(|&i| marks[i] >= 0.5).collect(),
+        marks,
+    }
+}
+
+/// The quality under `spec`, with the marks of `layer`'s head `head` (`None`: all its heads).
+pub fn quality_report(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+    layer: usize,
+    head: Option<usize>,
+) -> Result<QualityReport, EvalError> {
+    Ok(report(&quality(lm, run, tokens, spec)?, layer, head))
+}
+
+/// One row of the policies on the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRow {
+    /// The name.
+    pub name: String,
+    /// Mean KL (`None` with `error`).
+    pub kl: Option<f64>,
+    /// Top-1 agreement.
+    pub top1: Option<f64>,
+    /// Loss of the true next byte.
+    pub nll: Option<f64>,
+    /// The cache's bytes.
+    pub bytes: Option<u64>,
+    /// Why it could not be measured.
+    pub error: Option<String>,
+}
+
+/// The lever verdict in the model's currency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeverReport {
+    /// The current compression's mean KL and bytes.
+    pub kl: f64,
+    /// See `kl`.
+    pub bytes: u64,
+    /// One bit fewer for K and V, if possible.
+    pub fewer_bits: Option<LeverCost>,
+    /// 10% fewer tokens, if possible.
+    pub fewer_tokens: Option<LeverCost>,
+    /// `bits`, `tokens`, or `None` when only one (or neither) lever can be pulled.
+    pub verdict: Option<&'static str>,
+}
+
+/// The heads' budgets, uniform against by score mass, for the current policy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocationReport {
+    /// `B` in every head.
+    pub uniform: QualityReport,
+    /// `B x heads` per layer by score mass.
+    pub mass: QualityReport,
+}
+
+/// Text from both caches, split where they part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextReport {
+    /// The prefill's length (generation continues it).
+    pub prefill: usize,
+    /// The prefill's last bytes (up to 48), as text: what the texts continue.
+    pub context: String,
+    /// The prompt's own continuation after the prefill.
+    pub truth: String,
+    /// Full cache.
+    pub full: String,
+    /// Compressed once, split at the first byte that differs from `full`.
+    pub once: Split,
+    /// Held at `B` while generating, split likewise (`None`: the policy selects once).
+    pub evicting: Option<Split>,
+    /// Bytes generated.
+    pub bytes: usize,
+}
+
+/// A text in two parts: what it shares with the full cache's, and the rest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Split {
+    /// The bytes the full cache's text also has, as text.
+    pub same: String,
+    /// From the first byte that differs (moved back to a character boundary).
+    pub rest: String,
+    /// The byte where they part (`None`: the same text).
+    pub parts_at: Option<usize>,
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn split(full: &[u8], other: &[u8]) -> Split {
+    let at = first_difference(full, other)
+        .or_else(|| (full.len() != other.len()).then_some(full.len().min(other.len())));
+    let cut = at.map_or(other.len(), |i| {
+        // (back to the start of the character the byte belongs to: both parts stay text)
+        (0..=i.min(other.len()))
+            .rev()
+            .find(|&j| j == 0 || j == other.len() || (other[j] & 0xC0) != 0x80)
+            .unwrap_or(0)
+    });
+    Split {
+        same: text(&other[..cut]),
+        rest: text(&other[cut..]),
+        parts_at: at,
+    }
+}
+
+/// Bytes generated after the prefill.
+pub const GENERATED: usize = 64;
+
+/// Every compression of `policies` (named) on the run of `tokens`: the table of section 5.
+pub fn policy_rows(lm: &Lm, run: &LmRun, tokens: &[u8], policies: &[Named<'_>]) -> Vec<PolicyRow> {
+    policies
+        .iter()
+        .map(|&(name, spec)| match quality(lm, run, tokens, spec) {
+            Ok(q) => PolicyRow {
+                name: name.to_string(),
+                kl: Some(q.mean_kl()),
+                top1: Some(q.top1_rate()),
+                nll: Some(q.mean_nll()),
+                bytes: Some(q.bytes),
+                error: None,
+            },
+            Err(e) => PolicyRow {
+                name: name.to_string(),
+                kl: None,
+                top1: None,
+                nll: None,
+                bytes: None,
+                error: Some(e.to_string()),
+            },
+        })
+        .collect()
+}
+
+/// `spec` with `B` in every head against `B x heads` per layer shared by score mass, with the
+/// marks of `layer`'s head `head`; `None` for a policy that ranks nothing (StreamingLLM, whose
+/// positions are the same in every head) or keeps every token.
+pub fn allocation_report(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+    layer: usize,
+    head: Option<usize>,
+) -> Option<Result<AllocationReport, EvalError>> {
+    let ranks = matches!(spec.keep, Keep::Policy { policy } if !matches!(policy,
+        kvlab_core::policy::Policy::StreamingLlm { .. } | kvlab_core::policy::Policy::Oracle));
+    ranks.then(|| {
+        let with = |allocation| CacheSpec {
+            allocation,
+            ..*spec
+        };
+        Ok(AllocationReport {
+            uniform: quality_report(lm, run, tokens, &with(Allocation::Uniform), layer, head)?,
+            mass: quality_report(lm, run, tokens, &with(Allocation::ScoreMass), layer, head)?,
+        })
+    })
+}
+
+/// The two levers against `spec`.
+pub fn lever_report(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+) -> Result<LeverReport, EvalError> {
+    let base = quality(lm, run, tokens, spec)?;
+    let (bits, fewer) = levers(spec, base.protocol.prefill);
+    let cost = |s: Option<CacheSpec>| -> Result<Option<LeverCost>, EvalError> {
+        s.map(|s| Ok(lever_cost(&base, &quality(lm, run, tokens, &s)?)))
+            .transpose()
+    };
+    let (fewer_bits, fewer_tokens) = (cost(bits)?, cost(fewer)?);
+    let verdict = match (
+        fewer_bits.and_then(|c| c.kl_per_kib),
+        fewer_tokens.and_then(|c| c.kl_per_kib),
+    ) {
+        (Some(b), Some(t)) => Some(if b <= t { "bits" } else { "tokens" }),
+        _ => None,
+    };
+    Ok(LeverReport {
+        kl: base.mean_kl(),
+        bytes: base.bytes,
+        fewer_bits,
+        fewer_tokens,
+        verdict,
+    })
+}
+
+/// Text after the prefill from both caches.
+pub fn text_report(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+    sampling: &Sampling,
+) -> Result<TextReport, EvalError> {
+    let g = generate(lm, run, tokens, spec, GENERATED, sampling)?;
+    let p = g.prefill;
+    let start = p.saturating_sub(48).max(1);
+    Ok(TextReport {
+        prefill: p,
+        context: text(&tokens[start..p]),
+        truth: text(&tokens[p..]),
+        full: text(&g.full),
+        once: split(&g.full, &g.once),
+        evicting: g.evicting.as_deref().map(|e| split(&g.full, e)),
+        bytes: g.full.len(),
+    })
+}

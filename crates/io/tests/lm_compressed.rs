@@ -1,0 +1,176 @@
+//! What compression does to the committed model (`www/model/`): the lessons the page teaches
+//! must hold on these weights. Prompts: the held-out slice the card's loss is measured on
+//! (`heldout.txt`, 8 passages of 255 bytes), each with the BOS: 256 tokens, prefill 192, 64
+//! positions evaluated.
+
+use kvlab_core::budget::QuantAccounting;
+use kvlab_core::lm::compress::{quality, CacheSpec, Keep, Quality};
+use kvlab_core::lm::{Lm, LmRun};
+use kvlab_core::policy::Policy;
+use kvlab_core::quant::{Granularity, MetaDtype, Scheme};
+use kvlab_core::select::Pooling;
+use kvlab_io::lm::{card, load};
+
+fn dir() -> std::path::PathBuf {
+    std::env::var_os("KVLAB_MODEL_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/model"),
+        Into::into,
+    )
+}
+
+/// The model and the held-out passages' tokens and runs.
+fn setup() -> (Lm, Vec<(Vec<u8>, LmRun)>) {
+    let d = dir();
+    let c =
+        card(&std::fs::read_to_string(d.join("model.json")).expect("model.json")).expect("card");
+    let lm = load(
+        &c,
+        &std::fs::read(d.join("model.safetensors")).expect("weights"),
+    )
+    .expect("model");
+    let text = std::fs::read(d.join("heldout.txt")).expect("heldout.txt");
+    let passages = text
+        .chunks_exact(255)
+        .map(|p| {
+            let mut tokens = vec![0u8];
+            tokens.extend_from_slice(p);
+            let run = lm
+                .forward(&tokens)
+                .expect("a held-out passage fits the context");
+            (tokens, run)
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        passages.len(),
+        8,
+        "heldout.txt holds 8 passages of 255 bytes"
+    );
+    (lm, passages)
+}
+
+fn quant(bits: u8, granularity: Granularity) -> Option<QuantAccounting> {
+    Some(QuantAccounting {
+        bits,
+        scheme: Scheme::Asymmetric,
+        granularity,
+        group_size: None,
+        meta: MetaDtype::F16,
+    })
+}
+
+fn policy(policy: Policy, budget: usize, recent: usize) -> CacheSpec {
+    CacheSpec {
+        keep: Keep::Policy { policy },
+        budget,
+        recent,
+        ..CacheSpec::full()
+    }
+}
+
+/// Mean KL and top-1 agreement of `spec` over the passages.
+fn on_all(lm: &Lm, passages: &[(Vec<u8>, LmRun)], spec: &CacheSpec) -> (f64, f64, Vec<Quality>) {
+    let qs: Vec<Quality> = passages
+        .iter()
+        .map(|(t, run)| quality(lm, run, t, spec).expect("the spec is valid here"))
+        .collect();
+    let n = qs.len() as f64;
+    let kl = qs.iter().map(Quality::mean_kl).sum::<f64>() / n;
+    let top1 = qs.iter().map(Quality::top1_rate).sum::<f64>() / n;
+    (kl, top1, qs)
+}
+
+fn kl_of(lm: &Lm, ps: &[(Vec<u8>, LmRun)], spec: &CacheSpec) -> f64 {
+    on_all(lm, ps, spec).0
+}
+
+#[test]
+fn with_every_token_and_16_bits_the_compressed_path_is_the_full_one() {
+    let (lm, ps) = setup();
+    let sixteen = Some(QuantAccounting {
+        bits: 16,
+        scheme: Scheme::Symmetric,
+        granularity: Granularity::PerChannel,
+        group_size: None,
+        meta: MetaDtype::F16,
+    });
+    for budget in [192, 256] {
+        let spec = CacheSpec {
+            keys: sixteen,
+            values: sixteen,
+            ..policy(Policy::H2oSum, budget, 32)
+        };
+        let (kl, top1, qs) = on_all(&lm, &ps, &spec);
+        assert!(kl < 1e-6, "B = {budget} (>= P = 192), 16 bits: KL {kl:e}");
+        assert_eq!(top1, 1.0, "B = {budget}, 16 bits: top-1 agreement");
+        assert!(qs
+            .iter()
+            .all(|q| q.kept.iter().flatten().all(|k| k.len() == 192)));
+    }
+    // Nothing compressed at all: the extension equals the forward's rows to rounding.
+    let (kl, top1, _) = on_all(&lm, &ps, &CacheSpec::full());
+    assert!(kl < 1e-9 && top1 == 1.0, "the full cache: KL {kl:e}");
+}
+
+#[test]
+fn the_kl_never_rises_as_the_budget_grows() {
+    let (lm, ps) = setup();
+    for p in [Policy::H2oSum, Policy::StreamingLlm { sinks: 4 }] {
+        let kls: Vec<(usize, f64)> = [8, 16, 32, 64, 96, 128, 160, 192]
+            .iter()
+            .map(|&b| (b, kl_of(&lm, &ps, &policy(p, b, b.min(16)))))
+            .collect();
+        for w in kls.windows(2) {
+            assert!(
+                w[1].1 <= w[0].1,
+                "{p}: KL rose from {:e} at B = {} to {:e} at B = {} ({kls:?})",
+                w[0].1,
+                w[0].0,
+                w[1].1,
+                w[1].0
+            );
+        }
+    }
+}
+
+#[test]
+fn two_bit_keys_cost_more_than_four_bit_keys() {
+    let (lm, ps) = setup();
+    for g in [Granularity::PerChannel, Granularity::PerToken] {
+        let k = |bits| {
+            kl_of(
+                &lm,
+                &ps,
+                &CacheSpec {
+                    keys: quant(bits, g),
+                    ..CacheSpec::full()
+                },
+            )
+        };
+        let (two, four) = (k(2), k(4));
+        assert!(
+            two > four,
+            "{g:?}: K at 2 bits KL {two:e}, at 4 bits {four:e}"
+        );
+    }
+}
+
+#[test]
+fn random_is_the_worst_policy_at_b_32() {
+    let (lm, ps) = setup();
+    let params = kvlab_core::policy::PolicyParams {
+        window: 16,
+        pooling: Pooling::Max { kernel: 7 },
+        sinks: 4,
+        seed: 1,
+    };
+    let kls: Vec<(String, f64)> = Policy::each(&params)
+        .into_iter()
+        .chain([Policy::StreamingLlm { sinks: 0 }])
+        .map(|p| (p.to_string(), kl_of(&lm, &ps, &policy(p, 32, 16))))
+        .collect();
+    let (worst, _) = kls
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("policies");
+    assert!(worst.starts_with("random"), "the worst at B = 32: {kls:?}");
+}

@@ -1,0 +1,120 @@
+//! Section 5, the real model under compression: what the page's settings ask of the model's
+//! cache ([`model_specs`], which the upload module, where the model runs, calls on the page's
+//! settings) and what came back to draw ([`ModelView`]).
+
+use super::{accounting, policies_of, Lab};
+use crate::lm::compress::{Allocation, CacheSpec, Keep, Sampling};
+use crate::policy::Policy;
+use crate::state::{Decoding, HeadBudget, Method, Settings};
+
+/// One compression of the model's cache, named for the page (`policy.{name}` texts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedSpec {
+    /// A policy's name ([`Policy::name`]), `window-only` or `drop-first`.
+    pub name: &'static str,
+    /// The compression.
+    pub spec: CacheSpec,
+}
+
+/// What the settings ask of the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpecs {
+    /// The settings' own compression: section 2's quantization on K and V, section 3's method.
+    pub current: CacheSpec,
+    /// The method's policy name.
+    pub policy: &'static str,
+    /// Every policy at the same `B` and quantization, then the two that teach attention sinks:
+    /// the recent window alone (no sinks) and the full cache less its first token.
+    pub policies: Vec<NamedSpec>,
+    /// How text is generated.
+    pub sampling: Sampling,
+}
+
+/// The compressions section 5 measures for `s`.
+pub fn model_specs(s: &Settings) -> ModelSpecs {
+    let q = Some(accounting(s, s.bits));
+    let with = |keep: Keep| CacheSpec {
+        keys: q,
+        values: q,
+        keep,
+        budget: s.budget,
+        recent: s.recent,
+        allocation: match s.heads_budget {
+            HeadBudget::Uniform => Allocation::Uniform,
+            HeadBudget::Mass => Allocation::ScoreMass,
+        },
+    };
+    // (every policy as section 3b has it, but SnapKV's window not capped by section 3b's held
+    // out rows: the model observes its whole prefill, and the core caps the window at it)
+    let all = policies_of(s, usize::MAX);
+    let name = match s.method {
+        Method::H2o => "h2o-sum",
+        Method::Snapkv => "snapkv",
+        Method::Streaming => "streaming-llm",
+    };
+    let policy = all
+        .iter()
+        .copied()
+        .find(|p| p.name() == name)
+        .unwrap_or(Policy::H2oSum);
+    let mut policies: Vec<NamedSpec> = all
+        .into_iter()
+        .map(|p| NamedSpec {
+            name: p.name(),
+            spec: with(Keep::Policy { policy: p }),
+        })
+        .collect();
+    policies.push(NamedSpec {
+        name: "window-only",
+        spec: with(Keep::Policy {
+            policy: Policy::StreamingLlm { sinks: 0 },
+        }),
+    });
+    policies.push(NamedSpec {
+        name: "drop-first",
+        spec: CacheSpec {
+            keep: Keep::DropFirst,
+            ..with(Keep::All)
+        },
+    });
+    ModelSpecs {
+        current: with(Keep::Policy { policy }),
+        policy: policy.name(),
+        policies,
+        sampling: Sampling {
+            temperature: match s.decoding {
+                Decoding::Greedy => 0.0,
+                Decoding::Sample => 0.8,
+            },
+            seed: 1,
+        },
+    }
+}
+
+/// What the model's module measured, for the KL chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelView {
+    /// Tokens `T` of the prompt, BOS included.
+    pub tokens: usize,
+    /// The prefill `P`.
+    pub prefill: usize,
+    /// KL at each evaluated position `P..T`, nats.
+    pub kl: Vec<f64>,
+    /// For each prefill token, the share of the shown heads that keep it (one head: 0 or 1).
+    pub marks: Vec<f32>,
+}
+
+impl Lab {
+    /// Takes what the model's module measured for the current data.
+    pub fn set_model_view(&mut self, view: ModelView) {
+        self.model = Some((self.data_id(), view));
+    }
+
+    /// The model's measurements, while they belong to the data in use.
+    pub fn model_view(&self) -> Option<&ModelView> {
+        self.model
+            .as_ref()
+            .filter(|(id, _)| *id == self.data_id())
+            .map(|(_, v)| v)
+    }
+}

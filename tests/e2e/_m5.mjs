@@ -1,0 +1,13 @@
+import { launch, open, settle, urlWith } from './helpers.mjs';
+const [, , width = '1280', lang = 'en', extra = ''] = process.argv;
+const { context, close } = await launch({ viewport: { width: Number(width), height: 900 } });
+const { page, problems } = await open(context, urlWith([lang === 'zh' ? 'lang=zh' : '', extra].filter(Boolean).join('&')));
+await page.locator('#model-run').click();
+await page.locator('#model-on:not([hidden])').waitFor();
+await settle(page);
+await page.locator('#model-on:not(.stale)').waitFor({ timeout: 30000 });
+await settle(page);
+await page.locator('#real-model').screenshot({ path: `/tmp/shots/m5-${width}-${lang}.png` });
+console.log(await page.locator('[data-figure="model-kl"]').textContent(), await page.locator('[data-figure="model-protocol"]').textContent());
+console.log('problems', problems);
+await close();
