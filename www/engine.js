@@ -450,6 +450,11 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         return { Err: e?.message ?? String(e), ms: now() - t0 };
       }
     },
+    /** `{size}`: every head's attention of the model's last run, pooled (`Model.thumbnails`). */
+    modelHeads: async ({ size }) => {
+      const model = await theModel();
+      return { layers: model.layers, heads: model.heads, size, cells: model.thumbnails(size) };
+    },
     useGenerated: ({ id, settings, draw: spec }) => computeAndDraw(id, spec, (progress) => {
       modelShown = null;
       const query = asQuery(settings);

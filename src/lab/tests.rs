@@ -1410,3 +1410,44 @@ fn exports_hold_the_selection() {
         .iter()
         .any(|r| !r["kept_ranges"].as_str().unwrap().is_empty()));
 }
+
+#[test]
+fn section_5_asks_the_model_for_the_settings_compression_and_every_policy() {
+    use crate::lm::compress::Keep;
+    use crate::policy::Policy;
+    let s = Settings {
+        method: crate::state::Method::Streaming,
+        budget: 20,
+        sinks: 30, // above B: StreamingLLM keeps B sinks at most, as section 3 does
+        bits: 3,
+        ..Settings::default()
+    };
+    let specs = crate::lab::model_specs(&s);
+    assert_eq!(
+        specs.current.keep,
+        Keep::Policy {
+            policy: Policy::StreamingLlm { sinks: 20 }
+        }
+    );
+    assert_eq!(specs.policy, "streaming-llm");
+    assert_eq!((specs.current.budget, specs.current.recent), (20, s.recent));
+    for q in [specs.current.keys, specs.current.values] {
+        assert_eq!(q.map(|q| q.bits), Some(3), "section 2's bits on K and V");
+    }
+    let names: Vec<&str> = specs.policies.iter().map(|n| n.name).collect();
+    assert_eq!(
+        names,
+        [
+            "h2o-sum",
+            "h2o-mean",
+            "snapkv",
+            "streaming-llm",
+            "tova",
+            "random",
+            "oracle",
+            "window-only",
+            "drop-first"
+        ]
+    );
+    assert_eq!(specs.sampling.temperature, 0.0, "greedy by default");
+}

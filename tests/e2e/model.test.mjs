@@ -67,27 +67,98 @@ test('an empty prompt is refused beside the button, and a long one is cut from i
   assert.deepEqual(problems, []);
 });
 
-test('the model gives the same logits in wasm as the trainer recorded (and the native tests check)', async () => {
+test('the model gives the same logits in wasm as the trainer recorded, in both builds alike', async () => {
   const { page, problems } = await open(browser.context, urlWith(''));
-  const worst = await page.evaluate(async () => {
-    const mod = await import('./pkg-upload/kvlab_upload.js');
-    await mod.default();
+  const result = await page.evaluate(async () => {
     const get = (name) => fetch(`./model/${name}`);
     const card = await (await get('model.json')).text();
     const weights = new Uint8Array(await (await get('model.safetensors')).arrayBuffer());
     const { references } = await (await get('reference.json')).json();
-    const model = new mod.Model(card, weights);
-    let most = 0;
-    for (const r of references) {
-      const got = model.logits(r.prompt);
-      const want = r.logits.flat();
-      if (got.length !== want.length) return `length ${got.length} != ${want.length}`;
-      for (let i = 0; i < want.length; i += 1) most = Math.max(most, Math.abs(got[i] - want[i]));
+    const out = {};
+    // (the scalar build and the simd128 one the page fetches where the browser has SIMD)
+    for (const folder of ['pkg-upload', 'pkg-upload-simd']) {
+      const mod = await import(`./${folder}/kvlab_upload.js`);
+      await mod.default();
+      const model = new mod.Model(card, weights);
+      let most = 0;
+      const all = [];
+      for (const r of references) {
+        const got = model.logits(r.prompt);
+        const want = r.logits.flat();
+        if (got.length !== want.length) return `${folder}: length ${got.length} != ${want.length}`;
+        for (let i = 0; i < want.length; i += 1) most = Math.max(most, Math.abs(got[i] - want[i]));
+        all.push(...got);
+      }
+      out[folder] = { most, all };
     }
-    return most;
+    const [a, b] = [out['pkg-upload'].all, out['pkg-upload-simd'].all];
+    const same = a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+    return { scalar: out['pkg-upload'].most, simd: out['pkg-upload-simd'].most, same };
   });
-  assert.equal(typeof worst, 'number', String(worst));
-  assert.ok(worst <= 1e-4, `logits differ by ${worst}`);
+  assert.equal(typeof result, 'object', String(result));
+  assert.ok(result.scalar <= 1e-4 && result.simd <= 1e-4, `logits differ by ${JSON.stringify(result)}`);
+  assert.ok(result.same, 'the scalar and simd128 builds give the same logits to the bit');
+  assert.deepEqual(problems, []);
+});
+
+/** Sets control `key` as a person would, then waits for section 5's details. */
+async function set(page, key, value) {
+  // (a slider's exact box where it has one: typing a value there is what a person does)
+  const exact = page.locator(`[data-key="${key}"][type="number"]`);
+  const c = (await exact.count()) ? exact : page.locator(`[data-key="${key}"]`).first();
+  if ((await c.evaluate((e) => e.tagName)) === 'SELECT') await c.selectOption(String(value));
+  else {
+    await c.fill(String(value));
+    await c.press('Enter');
+    await c.dispatchEvent('change');
+  }
+  await settle(page);
+  await page.locator('#model-on:not(.stale)').waitFor({ timeout: 60_000 });
+}
+
+const cell = (page, policy, col) => page.locator(`#model-rows tr[data-policy="${policy}"] td`).nth(col).getAttribute('data-value').then(Number);
+
+test('section 5 measures the model under the page\'s compression, and its words follow its numbers', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 16, recent: 8 }));
+  assert.equal(await page.locator('#model-off').isVisible(), true, 'without the model: how to get it');
+  await page.locator('#model-run').click();
+  await page.locator('#model-on:not([hidden]):not(.stale)').waitFor({ timeout: 60_000 });
+  await settle(page);
+  for (const name of ['model-kl', 'model-top1', 'model-nll-full', 'model-nll-compressed']) {
+    assert.ok(Number.isFinite(await figure(page, name)), name);
+  }
+  const tight = await figure(page, 'model-kl');
+  // The protocol is stated with the prompt's own numbers.
+  const T = (await page.locator('#model-prompt').inputValue()).length + 1;
+  const E = Math.min(64, Math.floor(T / 4));
+  assert.match(await page.locator('[data-figure="model-protocol"]').textContent(),
+    new RegExp(`^${T} tokens .* the first ${T - E} are the prefill.* the last ${E} are read`));
+  // The table's row for the current method is the section's own figure.
+  assert.equal(await cell(page, 'h2o-sum', 0), tight);
+  // The sinks' sentence says what the table says.
+  const [windowOnly, streaming] = [await cell(page, 'window-only', 0), await cell(page, 'streaming-llm', 0)];
+  const sinks = await page.locator('[data-figure="model-sinks"]').textContent();
+  assert.match(sinks, windowOnly >= 5 * streaming ? /^Attention sinks matter here/ : /^This model barely uses a sink/);
+  // The verdict picks the lever with the smaller KL per KiB saved.
+  const [perBits, perTokens] = [await figure(page, 'model-lever-bits-per'), await figure(page, 'model-lever-tokens-per')];
+  assert.match(await page.locator('[data-figure="model-verdict"]').textContent(),
+    perBits <= perTokens ? /one bit fewer adds less KL/ : /10% fewer tokens adds less KL/);
+  // More tokens kept: less KL; every token and 16 bits: nothing lost, the same text.
+  await set(page, 'budget', 128);
+  const loose = await figure(page, 'model-kl');
+  assert.ok(loose < tight, `B 128: KL ${loose} < B 16: ${tight}`);
+  await set(page, 'bits', 16);
+  await set(page, 'budget', T);
+  assert.ok(await figure(page, 'model-kl') < 1e-6, 'B = T at 16 bits');
+  assert.equal(await figure(page, 'model-top1'), 1);
+  assert.equal(await page.locator('#model-texts mark').count(), 0, 'no text parts from the full cache\'s');
+  // A policy that ranks nothing has no heads' budgets to share; the sampled text is marked too.
+  await set(page, 'method', 'streaming');
+  assert.match(await page.locator('[data-figure="model-allocation"]').textContent(), /StreamingLLM keeps the same positions/);
+  // Back to generated data: the section says how to get the model again.
+  await page.locator('#use-generated').click();
+  await settle(page);
+  assert.equal(await page.locator('#model-on').isVisible(), false);
   assert.deepEqual(problems, []);
 });
 

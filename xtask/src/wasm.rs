@@ -266,13 +266,18 @@ pub fn size_report(www: &Path) -> Result<String> {
 pub const WASM_BUDGET: usize = 250_000;
 /// See [`WASM_BUDGET`].
 pub const PAGE_BUDGET: usize = 400_000;
-/// The module fetched on the first upload or the first run of the model ([`PKG_ON_DEMAND`]:
-/// the file readers and the model's forward pass, wasm and glue), gzip bytes: a visit that
-/// uploads a file or runs the model downloads it once, on top of the page. Its own budget, as
-/// each module fetched on demand has (the page's start is what every visit pays): a fifth above
-/// its 100.3 kB when it was split off the page's module, plus the model's forward pass and its
-/// loader (20.0 kB; the real-model issue allows 40).
-pub const ON_DEMAND_BUDGET: usize = 140_000;
+/// The module fetched on the first upload or the first run of the model ([`PKG_ON_DEMAND`] or
+/// [`PKG_ON_DEMAND_SIMD`]: the file readers, the model's forward pass and section 5's
+/// evaluation of the compressed cache, wasm and glue), gzip bytes: a visit that uploads a file
+/// or runs the model downloads it once, on top of the page. Its own budget, as each module
+/// fetched on demand has (the page's start is what every visit pays). What it holds, measured
+/// (benches/README.md, "The model under compression"): the readers 100.3 kB when they were
+/// split off the page's module, the forward pass and its loader 20.0 kB (the real-model issue
+/// allows 40), the evaluation (the quantizer, the policies, the byte accounting, the settings'
+/// reader, the reports) about 55 kB, the core at opt-level 3 for speed 12 kB: 188.8 kB, and this
+/// budget a little above. (Splitting the model into a module of its own would spare an upload
+/// the model's code and the model the readers': not done yet.)
+pub const ON_DEMAND_BUDGET: usize = 200_000;
 
 /// Sizes of the page's files as [`size_report`] counts them.
 #[derive(Debug, Clone, Default, PartialEq)]

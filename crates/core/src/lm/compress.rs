@@ -769,3 +769,242 @@ pub fn levers(spec: &CacheSpec, prefill: usize) -> (Option<CacheSpec>, Option<Ca
     };
     (bits, tokens)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lm::LmConfig;
+    use crate::quant::{Granularity, MetaDtype, Scheme};
+
+    /// A small model with pseudo-random weights (norms 1, biases 0), so that heads differ.
+    fn model() -> Lm {
+        let config = LmConfig {
+            d_model: 8,
+            layers: 2,
+            heads: 2,
+            mlp: 16,
+            context: 24,
+            vocab: 256,
+            rope_base: 10_000.0,
+            norm_eps: 1e-5,
+        };
+        let mut state = 7u64;
+        Lm::new(config, |name, shape| {
+            let n = shape.iter().product();
+            Ok(if name.ends_with("weight") {
+                vec![1.0; n]
+            } else if name.ends_with("bias") || name.contains(".b") {
+                vec![0.0; n]
+            } else {
+                (0..n)
+                    .map(|_| {
+                        let r = crate::rng::splitmix64(&mut state);
+                        ((r >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.8
+                    })
+                    .collect()
+            })
+        })
+        .expect("the model")
+    }
+
+    fn prompt(lm: &Lm) -> (Vec<u8>, LmRun) {
+        let tokens = Lm::tokens("the cat sat on the mat");
+        let run = lm.forward(&tokens).expect("within the context");
+        (tokens, run)
+    }
+
+    fn h2o(budget: usize, recent: usize) -> CacheSpec {
+        CacheSpec {
+            keep: Keep::Policy {
+                policy: Policy::H2oSum,
+            },
+            budget,
+            recent,
+            ..CacheSpec::full()
+        }
+    }
+
+    #[test]
+    fn the_protocol_keeps_a_quarter_for_evaluation_and_refuses_a_bos_alone() {
+        let p = |t| Protocol::of(t).map(|p| (p.prefill, p.evaluated));
+        assert_eq!(p(2), Ok((1, 1)));
+        assert_eq!(p(9), Ok((7, 2)));
+        assert_eq!(p(256), Ok((192, 64)));
+        assert_eq!(p(1000), Ok((936, EVALUATED)));
+        let e = Protocol::of(1).unwrap_err();
+        assert_eq!(e, EvalError::TooShort { tokens: 1 });
+        assert!(e.to_string().contains("at least 2"), "{e}");
+    }
+
+    #[test]
+    fn the_full_cache_measures_nothing_lost() {
+        let lm = model();
+        let (tokens, run) = prompt(&lm);
+        let q = quality(&lm, &run, &tokens, &CacheSpec::full()).expect("quality");
+        assert_eq!(q.protocol.prefill + q.protocol.evaluated, tokens.len());
+        assert_eq!(q.kl.len(), q.protocol.evaluated);
+        assert_eq!(q.nll.len(), q.protocol.evaluated - 1);
+        assert!(q.mean_kl() < 1e-10, "KL {:e}", q.mean_kl());
+        assert!(q.top1.iter().all(|&t| t));
+        assert_eq!(q.nll, q.nll_full);
+        assert_eq!(q.bytes, q.bytes_full, "nothing compressed: the fp16 cache");
+    }
+
+    #[test]
+    fn each_head_keeps_its_budget_and_the_mass_allocation_keeps_the_layers() {
+        let lm = model();
+        let (tokens, run) = prompt(&lm);
+        let p = Protocol::of(tokens.len()).unwrap().prefill;
+        let uniform = compress(&run, p, &h2o(5, 2)).expect("uniform");
+        for layer in &uniform.kept {
+            for k in layer {
+                assert_eq!(k.len(), 5);
+                assert!(k.windows(2).all(|w| w[0] < w[1]), "ascending: {k:?}");
+                assert!(k.ends_with(&[p - 2, p - 1]), "the recent window: {k:?}");
+            }
+        }
+        let mass = compress(
+            &run,
+            p,
+            &CacheSpec {
+                allocation: Allocation::ScoreMass,
+                ..h2o(5, 2)
+            },
+        )
+        .expect("mass");
+        for layer in &mass.kept {
+            assert_eq!(layer.iter().map(Vec::len).sum::<usize>(), 5 * layer.len());
+            assert!(layer.iter().all(|k| k.ends_with(&[p - 2, p - 1])));
+        }
+        assert_eq!(mass.cache.keys[0][0].len(), mass.kept[0][0].len() * 4);
+        // Dropping the first token leaves every other one; a budget at P keeps every token.
+        let first = compress(
+            &run,
+            p,
+            &CacheSpec {
+                keep: Keep::DropFirst,
+                ..CacheSpec::full()
+            },
+        )
+        .unwrap();
+        assert!(first.kept.iter().flatten().all(|k| *k == (1..p).collect::<Vec<_>>()));
+        let all = compress(&run, p, &h2o(p, 2)).unwrap();
+        assert!(all.kept.iter().flatten().all(|k| k.len() == p));
+    }
+
+    #[test]
+    fn a_group_longer_than_the_kept_rows_is_refused_in_words() {
+        let lm = model();
+        let (tokens, run) = prompt(&lm);
+        let q = QuantAccounting {
+            bits: 4,
+            scheme: Scheme::Symmetric,
+            granularity: Granularity::PerChannel,
+            group_size: Some(64),
+            meta: MetaDtype::F16,
+        };
+        let e = quality(
+            &lm,
+            &run,
+            &tokens,
+            &CacheSpec {
+                keys: Some(q),
+                ..h2o(5, 2)
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("quantizing the model's cache (keys of 5 kept tokens x 4 channels"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn decode_time_eviction_drops_the_rules_row() {
+        let row = |v: f32| vec![v; 2];
+        let cache = || KvCache {
+            keys: vec![vec![[row(0.0), row(1.0), row(2.0), row(3.0)].concat()]],
+            values: vec![vec![[row(0.0), row(1.0), row(2.0), row(3.0)].concat()]],
+            position: 9,
+            head_dim: 2,
+        };
+        // Four rows held with a budget of 3 after this step's weights are added.
+        let last = vec![vec![vec![0.1, 0.2, 0.3, 0.4]]];
+        let scores = || vec![vec![vec![0.5, 0.0, 0.9]]];
+        let kept = |rule| {
+            let mut c = cache();
+            evict_rows(&mut c, &last, rule, 3, &mut scores());
+            c.keys[0][0].chunks(2).map(|r| r[0]).collect::<Vec<_>>()
+        };
+        // H2O: running scores 0.6, 0.2, 1.2, 0.4; the last row is recent: row 1 goes.
+        assert_eq!(kept(Evict::Heavy { recent: 1 }), vec![0.0, 2.0, 3.0]);
+        // TOVA: this step's weights, the lowest outside the recent row is row 0.
+        assert_eq!(kept(Evict::Current { recent: 1 }), vec![1.0, 2.0, 3.0]);
+        // StreamingLLM with one sink: the oldest after it, row 1.
+        assert_eq!(kept(Evict::Oldest { sinks: 1 }), vec![0.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn generation_from_the_full_cache_is_the_same_text_three_ways() {
+        let lm = model();
+        let (tokens, run) = prompt(&lm);
+        let greedy = Sampling {
+            temperature: 0.0,
+            seed: 1,
+        };
+        let g = generate(&lm, &run, &tokens, &CacheSpec::full(), 4, &greedy).unwrap();
+        assert_eq!(g.full.len(), 4);
+        assert_eq!(g.once, g.full);
+        assert_eq!(g.evicting, None, "nothing dropped: no decode-time eviction");
+        let s = CacheSpec {
+            keep: Keep::Policy {
+                policy: Policy::StreamingLlm { sinks: 1 },
+            },
+            budget: 3,
+            ..CacheSpec::full()
+        };
+        let g = generate(&lm, &run, &tokens, &s, 100, &greedy).unwrap();
+        let p = Protocol::of(tokens.len()).unwrap().prefill;
+        assert_eq!(g.full.len(), 24 - p, "stops at the context");
+        assert!(g.evicting.is_some());
+        // The same seed draws the same numbers for both caches.
+        let warm = Sampling {
+            temperature: 0.8,
+            seed: 3,
+        };
+        let a = generate(&lm, &run, &tokens, &CacheSpec::full(), 4, &warm).unwrap();
+        assert_eq!(a.full, a.once);
+    }
+
+    #[test]
+    fn the_levers_are_one_bit_and_a_tenth_of_the_tokens() {
+        let q = |bits| {
+            Some(QuantAccounting {
+                bits,
+                scheme: Scheme::Symmetric,
+                granularity: Granularity::PerChannel,
+                group_size: None,
+                meta: MetaDtype::F16,
+            })
+        };
+        let spec = CacheSpec {
+            keys: q(4),
+            values: q(4),
+            ..h2o(40, 8)
+        };
+        let (bits, tokens) = levers(&spec, 30);
+        assert_eq!(bits.and_then(|s| s.keys).map(|k| k.bits), Some(3));
+        assert_eq!(tokens.map(|s| s.budget), Some(27), "0.9 x min(B, P) = 0.9 x 30");
+        // At the scheme's fewest bits, and with every token kept, a lever cannot be pulled.
+        let spec = CacheSpec {
+            keys: q(2),
+            values: q(2),
+            keep: Keep::All,
+            ..spec
+        };
+        assert_eq!(levers(&spec, 30), (None, None));
+        assert_eq!(first_difference(b"abc", b"abd"), Some(2));
+        assert_eq!(first_difference(b"ab", b"abc"), None);
+    }
+}
