@@ -81,14 +81,40 @@ function uploadsModule() {
  */
 let modelPromise = null;
 let loadedModel = null; // the Model, once loaded
-function theModel() {
+function theModel(progress = () => {}) {
   if (!modelPromise) {
     modelPromise = (async () => {
       await uploadsModule();
       const get = async (name, as) => {
         const r = await fetch(new URL(`./model/${name}`, import.meta.url));
         if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
-        return as === 'text' ? r.text() : new Uint8Array(await r.arrayBuffer());
+        if (as === 'text') return r.text();
+        // The weights as they arrive, said as `model:<share>` progress (every 5%), so the
+        // page shows how much of the 1.6 MB is in. (A server that compresses them sends its
+        // compressed length, while the body comes decompressed: the share is capped at 1, the
+        // bytes are taken as they come.)
+        const total = Number(r.headers.get('content-length')) || 0;
+        if (!total || !r.body) return new Uint8Array(await r.arrayBuffer());
+        const chunks = [];
+        const reader = r.body.getReader();
+        let at = 0;
+        let said = -1;
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          chunks.push(value);
+          at += value.length;
+          const share = Math.min(1, Math.floor((20 * at) / total) / 20);
+          if (share !== said) progress(`model:${share}`);
+          said = share;
+        }
+        const out = new Uint8Array(at);
+        let offset = 0;
+        for (const c of chunks) {
+          out.set(c, offset);
+          offset += c.length;
+        }
+        return out;
       };
       try {
         const [card, weights] = await Promise.all([get('model.json', 'text'), get('model.safetensors', 'bytes')]);
@@ -417,7 +443,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * as uploaded data is.
      */
     useModel: async ({ id, prompt, layer, head, keep, draw: spec }) => {
-      const model = await theModel();
+      const model = await theModel((stage) => post({ id, progress: stage }));
       return computeAndDraw(id, spec, (progress) => {
         const adopted = adopt(model.choose(prompt, layer, head), keep, progress);
         modelShown = { layer, head };

@@ -507,8 +507,16 @@ function onProgress(_id, stage) {
 }
 
 function writeStage() {
+  const bar = $('#progress-bar');
+  // (`model:<share>`: the model's weights arriving, a share of their bytes)
+  const fetching = app.stage?.startsWith('model:') ? Number(app.stage.slice(6)) : null;
+  if (fetching !== null) {
+    $('#progress-text').textContent = fill(t(app.lang, 'progress.model'), { pct: Math.round(100 * fetching) });
+    bar.value = fetching * bar.max;
+    return;
+  }
   $('#progress-text').textContent = t(app.lang, app.stage ? `progress.${app.stage}` : 'progress.label');
-  $('#progress-bar').value = app.stage ? STAGES.indexOf(app.stage) + 1 : 0;
+  bar.value = app.stage ? STAGES.indexOf(app.stage) + 1 : 0;
 }
 
 /** A request to the engine; a progress box appears if it takes longer than 100 ms. */

@@ -25,8 +25,21 @@ test('the model is fetched when run, and its layer and head become every section
   const fetchedModel = () => requests.filter((u) => u.includes('/model/'));
   assert.deepEqual(fetchedModel(), [], 'nothing of the model at start');
   await page.locator('#model-box summary').click();
+  // The weights' fetch is said as it goes (held back a little here, so the box shows).
+  await page.route('**/model/model.safetensors', async (route) => {
+    const response = await route.fetch();
+    await new Promise((done) => { setTimeout(done, 400); });
+    await route.fulfill({ response });
+  });
+  await page.evaluate(() => {
+    window.progressSaid = [];
+    new MutationObserver(() => window.progressSaid.push(document.querySelector('#progress-text').textContent))
+      .observe(document.querySelector('#progress-text'), { childList: true, characterData: true, subtree: true });
+  });
   const prompt = 'And God said, Let there be light: and there was light.';
   await run(page, { prompt, layer: 1, head: 2 });
+  const said = await page.evaluate(() => window.progressSaid);
+  assert.ok(said.some((x) => /^Fetching the model’s weights \(1\.6 MB, once\): 100%/.test(x)), JSON.stringify(said));
   await page.waitForFunction(() => document.querySelector('[data-figure="data-description"]')
     .textContent.includes('layer 1, head 2'));
   assert.ok(fetchedModel().some((u) => u.endsWith('model.safetensors')), `${fetchedModel()}`);
@@ -141,8 +154,10 @@ test('section 5 measures the model under the page\'s compression, and its words 
   assert.match(sinks, windowOnly >= 5 * streaming ? /^Attention sinks matter here/ : /^This model barely uses a sink/);
   // The verdict picks the lever with the smaller KL per KiB saved.
   const [perBits, perTokens] = [await figure(page, 'model-lever-bits-per'), await figure(page, 'model-lever-tokens-per')];
+  const pulled = perBits <= perTokens ? 'one bit fewer' : '10% fewer tokens';
+  const free = Math.min(perBits, perTokens) <= 0;
   assert.match(await page.locator('[data-figure="model-verdict"]').textContent(),
-    perBits <= perTokens ? /one bit fewer adds less KL/ : /10% fewer tokens adds less KL/);
+    new RegExp(`^On the model, ${pulled} ${free ? 'did not raise the KL' : 'adds less KL'}`));
   // More tokens kept: less KL; every token and 16 bits: nothing lost, the same text.
   await set(page, 'budget', 128);
   const loose = await figure(page, 'model-kl');

@@ -209,5 +209,9 @@ function writeModelLevers(l, lang) {
     figure(`model-lever-${name}-cost`, c.kl, `${nats(r.kl)} → ${nats(c.kl)} nats`);
     figure(`model-lever-${name}-per`, c.klPerKib, `${c.klPerKib >= 0 ? '+' : '−'}${nats(Math.abs(c.klPerKib))} nats / KiB`);
   }
-  figure('model-verdict', r.verdict ?? '', t(lang, `model.verdict.${r.verdict ?? 'none'}`));
+  // (a lever that did not raise the KL is said to be free, not to "add less")
+  const pulled = r.verdict && r[r.verdict === 'bits' ? 'fewerBits' : 'fewerTokens'];
+  const free = pulled && pulled.kl <= r.kl;
+  const key = `model.verdict.${r.verdict ?? 'none'}${free ? '.free' : ''}`;
+  figure('model-verdict', r.verdict ?? '', fill(t(lang, key), { delta: free ? nats(pulled.kl - r.kl) : '' }));
 }
