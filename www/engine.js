@@ -407,11 +407,16 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * `pending`); with `deferLever`, the bits lever's second quantization when its RMSE is not
      * known yet (`together.fewerBits.pending`).
      */
-    update: ({ id, settings, draw: spec, defer, deferLever }) => computeAndDraw(id, spec, (progress) => {
+    update: ({ id, settings, draw: spec, defer, deferLever, measureModel: measure = true }) => computeAndDraw(id, spec, (progress) => {
       const query = asQuery(settings);
       const figures = page.update(query, progress, !!defer, !!deferLever);
+      // (without `measureModel` the model's quality waits for the `measureModel` request:
+      // `modelSkipped` says there is one to make)
+      if (!measure) return { figures, query: toQuery(query), modelSkipped: Boolean(modelShown) };
       return { figures, query: toQuery(query), model: measureModel() };
     }),
+    /** `{draw}`: the model's quality an update left out (`modelSkipped`), then `draw.charts`. */
+    measureModel: ({ id, draw: spec }) => computeAndDraw(id, spec, () => ({ model: measureModel() })),
     /** `{draw}`: computes what a deferring update left out, then draws `draw.charts`. */
     complete: ({ id, draw: spec }) => computeAndDraw(id, spec, (progress) => ({
       figures: page.complete(progress),
@@ -442,12 +447,13 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * one, said in the warnings), its layer `layer` and head `head` (-1: the heads' mean) in use
      * as uploaded data is.
      */
-    useModel: async ({ id, prompt, layer, head, keep, draw: spec }) => {
+    useModel: async ({ id, prompt, layer, head, keep, draw: spec, measureModel: measure = true }) => {
       const model = await theModel((stage) => post({ id, progress: stage }));
       return computeAndDraw(id, spec, (progress) => {
         const adopted = adopt(model.choose(prompt, layer, head), keep, progress);
         modelShown = { layer, head };
-        return { ...adopted, model: measureModel() };
+        // (as `update`: section 5 off screen, its quality waits for the catch-up)
+        return measure ? { ...adopted, model: measureModel() } : { ...adopted, modelSkipped: true };
       });
     },
     /**

@@ -77,6 +77,8 @@ const app = {
   query: '', // the canonical query of `good`
   labels: null,
   inputAt: null, // performance.now() of the first input event not yet painted
+  modelVisible: true, // section 5 on screen (its IntersectionObserver says)
+  modelStale: false, // an update left the model's quality for the catch-up
   urlTimer: 0,
   urlSeq: 0, // counts updates: a URL recording scheduled before the last one is dropped
   urlCommit: false,
@@ -479,7 +481,7 @@ function measureTimings(timings, start, prefix = 'kvlab:') {
 function markBusy() {
   // (inFlight: an update stays busy until its reply is written, after its request has ended)
   const busy = app.requests > 0 || app.inFlight || app.frame !== 0 || app.pending.size > 0;
-  const stale = app.stale.size > 0 || app.enginePending || app.urlTimer !== 0;
+  const stale = app.stale.size > 0 || app.enginePending || app.urlTimer !== 0 || app.modelStale;
   // (attributes written only when they change: a write costs style work and observers' calls)
   const body = document.body.dataset;
   if (busy !== ('busy' in body)) {
@@ -590,7 +592,7 @@ function deferOffScreen(spec, comparisonPending) {
 function drawn(spec, later) {
   for (const c of spec.charts) app.stale.delete(c);
   for (const c of later) app.stale.add(c);
-  if (app.stale.size || app.enginePending) scheduleCatchUp(2);
+  if (app.stale.size || app.enginePending || app.modelStale) scheduleCatchUp(2);
   markBusy();
 }
 
@@ -631,12 +633,21 @@ async function catchUp() {
   // (Before the first view is complete, main() schedules it when it is.)
   if (!app.ready) return;
   if (app.inFlight || app.requests || app.pending.size || app.frame) {
-    if (app.stale.size || app.enginePending) scheduleCatchUp(2);
+    if (app.stale.size || app.enginePending || app.modelStale) scheduleCatchUp(2);
     return;
   }
   const start = performance.now();
   try {
-    if (app.enginePending) {
+    if (app.modelStale) {
+      // (the model's quality first: the `kl` chart is drawn from it)
+      const spec = drawSpec(['kl']);
+      const reply = await request('measureModel', { draw: spec });
+      app.modelStale = false;
+      app.stale.delete('kl');
+      tookModel(reply.model);
+      writeModelFigures(sectionContext());
+      measureTimings(reply.timings, start, 'kvlab:later:');
+    } else if (app.enginePending) {
       await completeComparison([...app.stale].filter((c) => NEEDS_COMPARISON.has(c) && app.visible.has(c)), start);
     } else {
       const next = [...app.stale].sort((a, b) => app.visible.has(b) - app.visible.has(a))[0];
@@ -651,7 +662,7 @@ async function catchUp() {
     if (!e.stopped) reportError(null, e);
     return;
   }
-  if (app.stale.size || app.enginePending) scheduleCatchUp(0);
+  if (app.stale.size || app.enginePending || app.modelStale) scheduleCatchUp(0);
 }
 
 /** Draws the stale chart `name` (the catch-up's step, or before its PNG is saved). */
@@ -695,13 +706,16 @@ const onScreen = new IntersectionObserver((entries) => {
       else app.visible.delete(name);
     } else if (e.target.id === 'together') {
       app.leversVisible = e.isIntersecting;
+    } else if (e.target.id === 'real-model') {
+      app.modelVisible = e.isIntersecting;
     } else {
       app.compareVisible = e.isIntersecting;
     }
   }
   // A stale chart came on screen: draw it as soon as the engine is free.
   if ([...app.stale].some((c) => app.visible.has(c))
-    || (app.enginePending && (app.compareVisible || app.leversVisible))) {
+    || (app.enginePending && (app.compareVisible || app.leversVisible))
+    || (app.modelStale && app.modelVisible)) {
     scheduleCatchUp(0);
   }
 });
@@ -936,7 +950,11 @@ async function flush() {
     const spec = drawSpec([...charts, ...[...app.stale].filter((c) => app.visible.has(c))]);
     const defer = !app.compareVisible;
     const later = deferOffScreen(spec, defer);
-    const reply = await request('update', { settings, draw: spec, defer, deferLever: !app.leversVisible });
+    // (the model's quality, a few dozen ms, only while section 5 is on screen: a drag
+    // elsewhere does not pay for it; the catch-up measures it when the controls rest)
+    const reply = await request('update', {
+      settings, draw: spec, defer, deferLever: !app.leversVisible, measureModel: app.modelVisible,
+    });
     measureTimings(reply.timings, start);
     clearErrors(settings);
     // The page's own note (on a stop, on the view kept in this browser) is about the view before
@@ -952,7 +970,8 @@ async function flush() {
     app.good = settings;
     app.enginePending = leftForComplete(reply.figures);
     if ([...changed.keys()].some((k) => k in BOUNDED || BOUNDED_BY.has(k))) writeControls(app.good);
-    tookModel(reply.model);
+    if (reply.modelSkipped) app.modelStale = true;
+    else tookModel(reply.model);
     render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);
     drawn(spec, later);
     if (reply.drawError) showError(null, reply.drawError.message);
@@ -1646,15 +1665,21 @@ async function onModel(button) {
   const model = modelChoice();
   const start = performance.now();
   try {
+    const spec = drawSpec(chartsOf(ALL));
+    const later = deferOffScreen(spec, false);
     const reply = await request('useModel', {
-      ...model, keep: { lang: app.lang, embed: app.good.embed }, draw: drawSpec(chartsOf(ALL)),
+      ...model, keep: { lang: app.lang, embed: app.good.embed }, draw: spec, measureModel: app.modelVisible,
     });
     // (as an upload: the sections read its token texts; `model` marks it for Stop and the URL)
     app.upload = { model, about: null, files: [], tokens: reply.tokens };
-    tookModel(reply.model);
+    if (reply.modelSkipped) app.modelStale = true;
+    else tookModel(reply.model);
     errorSlot(button).hidden = true;
     showWarnings('#model-warnings', reply.result.warnings);
     show(reply.settings, reply.figures, reply.query, true);
+    // (the charts off screen, and section 5 when it was, are drawn and measured by the
+    // catch-up once the page rests; `show` counted every chart as drawn)
+    drawn(spec, later);
     // Click to the frame painted with the model's view (the next animation frame starts after
     // it): the real-model issue's latency, benches/model.mjs.
     window.requestAnimationFrame(() => performance.measure('kvlab:model:run', { start, end: performance.now() }));
@@ -1991,6 +2016,7 @@ async function main() {
   }
   onScreen.observe($('#compare'));
   onScreen.observe($('#together'));
+  onScreen.observe($('#real-model'));
   // The engine starts: its worker, the wasm fetched and compiled. On the default view drawn
   // ahead (not on a saved upload) its figures and first charts, painted now, are the first
   // meaningful paint, and the engine starts once they are painted: on two cores the wasm's

@@ -1,8 +1,10 @@
 //! `cargo xtask bench`: the performance issue's benchmarks, one command (see benches/README.md).
 //!
 //! ```text
-//! cargo xtask bench [all]          page, core, wasm
+//! cargo xtask bench [all]          page, model, core, wasm
 //! cargo xtask bench page [ARGS]    dist, serve it on a free port, `node benches/page.mjs ARGS`
+//! cargo xtask bench model [ARGS]   the same with `node benches/model.mjs ARGS` (the real model:
+//!                                  run, section 5 on a control change, its texts and tables)
 //! cargo xtask bench core           `python3 benches/numpy_compare.py --runs 3` (kernels vs numpy,
 //!                                  kvlab built for the baseline target, then again with
 //!                                  `--target-cpu native`), then `cargo bench --bench core --
@@ -29,17 +31,19 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
     };
     match what {
         "all" if args.is_empty() => {
-            page(ws, &[])?;
+            page(ws, "benches/page.mjs", &[])?;
+            page(ws, "benches/model.mjs", &[])?;
             core(ws)?;
             wasm_kernels(ws, &[])?;
         }
-        "page" => page(ws, args)?,
+        "page" => page(ws, "benches/page.mjs", args)?,
+        "model" => page(ws, "benches/model.mjs", args)?,
         "core" if args.is_empty() => core(ws)?,
         "wasm" => wasm_kernels(ws, args)?,
         other => {
             return Err(format!(
                 "unknown `bench` arguments `{other} {}`: use `bench [all]`, `bench page [ARGS for \
-                 benches/page.mjs]`, `bench core` or `bench wasm [ARGS for benches/wasm.mjs]`",
+                 benches/page.mjs]`, `bench model [ARGS for benches/model.mjs]`, `bench core` or `bench wasm [ARGS for benches/wasm.mjs]`",
                 args.join(" ")
             )
             .into())
@@ -48,8 +52,9 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// dist, served on a free port, driven by benches/page.mjs in headless Chromium.
-fn page(ws: &Workspace, args: &[String]) -> Result<()> {
+/// dist, served on a free port, driven by `script` (benches/page.mjs or benches/model.mjs) in
+/// headless Chromium.
+fn page(ws: &Workspace, script: &str, args: &[String]) -> Result<()> {
     site::dist(ws)?;
     let chromium = browser_setup(ws)?;
     let server = serve::start(&ws.dist(), "/", 0, true)?;
@@ -57,7 +62,7 @@ fn page(ws: &Workspace, args: &[String]) -> Result<()> {
     println!("xtask: serving dist/ at {url}");
     let result = run_status(
         ws.command("node")
-            .arg("benches/page.mjs")
+            .arg(script)
             .args(args)
             .env("KVLAB_URL", &url)
             .env("KVLAB_CHROMIUM", &chromium)

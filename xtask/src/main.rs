@@ -5,7 +5,7 @@
 //! cargo xtask dist             build, then assemble www/ into dist/ (a relocatable static site)
 //! cargo xtask serve [--port N] dist, then serve dist/ on http://127.0.0.1:N/ (default 8000)
 //! cargo xtask test             fmt, clippy, native tests, wasm build + dist, browser tests
-//! cargo xtask bench [page|core|wasm] performance benchmarks (benches/README.md)
+//! cargo xtask bench [page|model|core|wasm] performance benchmarks (benches/README.md)
 //! ```
 //!
 //! Everything the steps need that a fresh machine lacks (the wasm32 target, node packages,
@@ -37,7 +37,7 @@ commands:
   test              fmt check, clippy, native tests, wasm build + dist, browser tests;
                     ends with one line `N passed, M failed`
   fuzz [--seconds N] [TARGET...]  bounded cargo-fuzz run of each target (default 30 s; nightly)
-  bench [page|core|wasm]  performance benchmarks (page in headless Chromium, kernels vs numpy,
+  bench [page|model|core|wasm]  performance benchmarks (page in headless Chromium, kernels vs numpy,
                     kernels in wasm vs native); see benches/README.md
   train [--steps N] [--seed S]  train the byte-level model from scratch into www/model/ (~30 min
                     on two cores; never run by test)
