@@ -4,7 +4,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, open, urlWith, settle, figure } from './helpers.mjs';
+import { launch, open, urlWith, settle, figure, inkShare } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -203,5 +203,19 @@ test('in 中文 the model\'s data is described in 中文', async () => {
   await page.waitForFunction(() => document.querySelector('[data-figure="data-description"]')
     .textContent.includes('模型第 0 层第 3 个头'));
   assert.match(await description(page), /BOS 之后 12 字节/);
+  assert.deepEqual(problems, []);
+});
+
+test('embed=model shows section 5 alone; its button runs the model there', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ embed: 'model', budget: 24 }));
+  for (const id of ['data', 'budget', 'quant', 'select', 'compare', 'together', 'real-model']) {
+    assert.equal(await page.locator(`#${id}`).isVisible(), id === 'real-model', `#${id}`);
+  }
+  await page.locator('#model-run').click();
+  await page.locator('#model-on:not([hidden]):not(.stale)').waitFor({ timeout: 60_000 });
+  await settle(page);
+  assert.ok(await figure(page, 'model-kl') > 0, 'B = 24 loses something');
+  assert.ok(await inkShare(page, 'kl') > 0.005, 'the KL chart is drawn');
+  assert.equal(await page.locator('#model-texts .line').count(), 5);
   assert.deepEqual(problems, []);
 });

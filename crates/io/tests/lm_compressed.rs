@@ -119,6 +119,9 @@ fn the_kl_never_rises_as_the_budget_grows() {
             .iter()
             .map(|&b| (b, kl_of(&lm, &ps, &policy(p, b, b.min(16)))))
             .collect();
+        if std::env::var_os("KVLAB_SHOW").is_some() {
+            println!("{p}: {kls:?}");
+        }
         for w in kls.windows(2) {
             assert!(
                 w[1].1 <= w[0].1,
