@@ -80,45 +80,45 @@ function uploadsModule() {
  * next use tries again.
  */
 let modelPromise = null;
+
+/**
+ * The model's weights (`model/model.safetensors`, 1.6 MB), said as `model:<share>` progress
+ * (every 5% of the bytes) while they arrive, so the page shows how much is in. XMLHttpRequest,
+ * not a fetch body's stream: Chromium reported a streamed fetch read to its end as aborted on
+ * a server keeping its connection open (ERR_ABORTED, the bytes all there). A server that
+ * compresses them without a length gives no share: the page then says nothing until they are in.
+ */
+function weightsWithProgress(progress) {
+  return new Promise((resolve, reject) => {
+    const x = new XMLHttpRequest();
+    x.open('GET', new URL('./model/model.safetensors', import.meta.url));
+    x.responseType = 'arraybuffer';
+    let said = -1;
+    x.onprogress = (e) => {
+      if (!e.lengthComputable || !e.total) return;
+      const share = Math.min(1, Math.floor((20 * e.loaded) / e.total) / 20);
+      if (share !== said) progress(`model:${share}`);
+      said = share;
+    };
+    x.onload = () => (x.status === 200 ? resolve(new Uint8Array(x.response))
+      : reject(new Error(`model.safetensors: HTTP ${x.status}`)));
+    x.onerror = () => reject(new Error('model.safetensors: the request failed'));
+    x.send();
+  });
+}
 let loadedModel = null; // the Model, once loaded
 function theModel(progress = () => {}) {
   if (!modelPromise) {
     modelPromise = (async () => {
       await uploadsModule();
-      const get = async (name, as) => {
-        const r = await fetch(new URL(`./model/${name}`, import.meta.url));
-        if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
-        if (as === 'text') return r.text();
-        // The weights as they arrive, said as `model:<share>` progress (every 5%), so the
-        // page shows how much of the 1.6 MB is in. (A server that compresses them sends its
-        // compressed length, while the body comes decompressed: the share is capped at 1, the
-        // bytes are taken as they come.)
-        const total = Number(r.headers.get('content-length')) || 0;
-        if (!total || !r.body) return new Uint8Array(await r.arrayBuffer());
-        const chunks = [];
-        const reader = r.body.getReader();
-        let at = 0;
-        let said = -1;
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          chunks.push(value);
-          at += value.length;
-          const share = Math.min(1, Math.floor((20 * at) / total) / 20);
-          if (share !== said) progress(`model:${share}`);
-          said = share;
-        }
-        const out = new Uint8Array(at);
-        let offset = 0;
-        for (const c of chunks) {
-          out.set(c, offset);
-          offset += c.length;
-        }
-        return out;
+      const card = async () => {
+        const r = await fetch(new URL('./model/model.json', import.meta.url));
+        if (!r.ok) throw new Error(`model.json: HTTP ${r.status}`);
+        return r.text();
       };
       try {
-        const [card, weights] = await Promise.all([get('model.json', 'text'), get('model.safetensors', 'bytes')]);
-        loadedModel = new uploadExports.Model(card, weights);
+        const [text, weights] = await Promise.all([card(), weightsWithProgress(progress)]);
+        loadedModel = new uploadExports.Model(text, weights);
         return loadedModel;
       } catch (e) {
         modelPromise = null;

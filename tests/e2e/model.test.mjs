@@ -26,10 +26,14 @@ test('the model is fetched when run, and its layer and head become every section
   assert.deepEqual(fetchedModel(), [], 'nothing of the model at start');
   await page.locator('#model-box summary').click();
   // The weights' fetch is said as it goes (held back a little here, so the box shows).
+  // (its bytes as they are, with their length: a server that compresses them would send
+  // another length than the body the page reads)
   await page.route('**/model/model.safetensors', async (route) => {
-    const response = await route.fetch();
+    const body = await (await route.fetch()).body();
     await new Promise((done) => { setTimeout(done, 400); });
-    await route.fulfill({ response });
+    await route.fulfill({
+      status: 200, body, headers: { 'content-type': 'application/octet-stream', 'content-length': String(body.length) },
+    });
   });
   await page.evaluate(() => {
     window.progressSaid = [];

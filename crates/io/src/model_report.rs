@@ -298,14 +298,26 @@ mod tests {
     #[test]
     fn a_text_parts_from_the_full_caches_at_a_character_not_inside_one() {
         let s = split(b"and God said", b"and God saw");
-        assert_eq!((s.same.as_str(), s.rest.as_str(), s.parts_at), ("and God sa", "w", Some(10)));
+        assert_eq!(
+            (s.same.as_str(), s.rest.as_str(), s.parts_at),
+            ("and God sa", "w", Some(10))
+        );
         // "é" is two bytes (c3 a9); "è" (c3 a8) differs in its second: the cut is before both.
         let s = split("café".as_bytes(), "cafè".as_bytes());
-        assert_eq!((s.same.as_str(), s.rest.as_str(), s.parts_at), ("caf", "è", Some(4)));
+        assert_eq!(
+            (s.same.as_str(), s.rest.as_str(), s.parts_at),
+            ("caf", "è", Some(4))
+        );
         let s = split(b"amen", b"amen");
-        assert_eq!((s.same.as_str(), s.rest.as_str(), s.parts_at), ("amen", "", None));
+        assert_eq!(
+            (s.same.as_str(), s.rest.as_str(), s.parts_at),
+            ("amen", "", None)
+        );
         // One text a prefix of the other: they part where the shorter ends.
         let s = split(b"amen", b"am");
-        assert_eq!((s.same.as_str(), s.rest.as_str(), s.parts_at), ("am", "", Some(2)));
+        assert_eq!(
+            (s.same.as_str(), s.rest.as_str(), s.parts_at),
+            ("am", "", Some(2))
+        );
     }
 }

@@ -887,7 +887,11 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(first.kept.iter().flatten().all(|k| *k == (1..p).collect::<Vec<_>>()));
+        assert!(first
+            .kept
+            .iter()
+            .flatten()
+            .all(|k| *k == (1..p).collect::<Vec<_>>()));
         let all = compress(&run, p, &h2o(p, 2)).unwrap();
         assert!(all.kept.iter().flatten().all(|k| k.len() == p));
     }
@@ -995,7 +999,11 @@ mod tests {
         };
         let (bits, tokens) = levers(&spec, 30);
         assert_eq!(bits.and_then(|s| s.keys).map(|k| k.bits), Some(3));
-        assert_eq!(tokens.map(|s| s.budget), Some(27), "0.9 x min(B, P) = 0.9 x 30");
+        assert_eq!(
+            tokens.map(|s| s.budget),
+            Some(27),
+            "0.9 x min(B, P) = 0.9 x 30"
+        );
         // At the scheme's fewest bits, and with every token kept, a lever cannot be pulled.
         let spec = CacheSpec {
             keys: q(2),
