@@ -223,3 +223,18 @@ test('embed=model shows section 5 alone; its button runs the model there', async
   assert.equal(await page.locator('#model-texts .line').count(), 5);
   assert.deepEqual(problems, []);
 });
+
+test('a one-byte prompt: the prefill is the BOS, one position is evaluated, no loss is made up', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  await page.locator('#model-box summary').click();
+  await run(page, { prompt: 'A' });
+  await page.locator('#model-on:not([hidden]):not(.stale)').waitFor({ timeout: 60_000 });
+  await settle(page);
+  assert.match(await page.locator('[data-figure="model-protocol"]').textContent(),
+    /^2 tokens \(the BOS and 1 byte\): the first 1 are the prefill.* the last 1 are read/);
+  assert.ok(Number.isFinite(await figure(page, 'model-kl')));
+  for (const name of ['model-nll-full', 'model-nll-compressed']) {
+    assert.equal(await page.locator(`[data-figure="${name}"]`).textContent(), '—', name);
+  }
+  assert.deepEqual(problems, []);
+});

@@ -38,11 +38,14 @@ export function writeModel(m, ctx) {
   const { tokens, prefill, evaluated } = q.protocol;
   figure('model-kl', q.meanKl, `${nats(q.meanKl)} nats`);
   figure('model-top1', q.top1Rate, fmt.pct(q.top1Rate));
-  figure('model-nll-full', q.nllFull, `${nats(q.nllFull)} nats/byte`);
-  figure('model-nll-compressed', q.nll, `${nats(q.nll)} nats/byte`);
+  // (a one-byte prompt has no next byte to score: no loss, said as a dash)
+  const loss = (v) => (v === null ? '—' : `${nats(v)} nats/byte`);
+  figure('model-nll-full', q.nllFull ?? '', loss(q.nllFull));
+  figure('model-nll-compressed', q.nll ?? '', loss(q.nll));
   figure('model-bytes', q.bytes, `${bytes(q.bytes)} / ${bytes(q.bytesFull)}`);
   figure('model-protocol', `${prefill}/${evaluated}`, fill(t(ctx.lang, 'model.protocol'), {
-    t: tokens, bytes: tokens - 1, p: prefill, e: evaluated, n: Math.max(0, evaluated - 1),
+    t: tokens, bytes: tokens - 1, bytesUnit: t(ctx.lang, tokens === 2 ? 'unit.byte' : 'unit.bytes'),
+    p: prefill, e: evaluated, n: Math.max(0, evaluated - 1),
   }));
   writeKept(q, ctx);
 }

@@ -26,10 +26,11 @@ pub struct QualityReport {
     pub mean_kl: f64,
     /// Share of positions with the same top-1 byte.
     pub top1_rate: f64,
-    /// Mean loss of the true next byte, full cache.
-    pub nll_full: f64,
+    /// Mean loss of the true next byte, full cache (`None` when no evaluated position has
+    /// its next byte in the prompt: a prompt of one byte).
+    pub nll_full: Option<f64>,
     /// The same, compressed.
-    pub nll: f64,
+    pub nll: Option<f64>,
     /// The compressed prefill cache's bytes, and the full one's (fp16).
     pub bytes: u64,
     /// See `bytes`.
@@ -63,8 +64,8 @@ fn report(q: &Quality, layer: usize, head: Option<usize>) -> QualityReport {
         top1: q.top1.clone(),
         mean_kl: q.mean_kl(),
         top1_rate: q.top1_rate(),
-        nll_full: q.mean_nll_full(),
-        nll: q.mean_nll(),
+        nll_full: (!q.nll_full.is_empty()).then(|| q.mean_nll_full()),
+        nll: (!q.nll.is_empty()).then(|| q.mean_nll()),
         bytes: q.bytes,
         bytes_full: q.bytes_full,
         kept_counts: q
@@ -99,7 +100,7 @@ pub struct PolicyRow {
     pub kl: Option<f64>,
     /// Top-1 agreement.
     pub top1: Option<f64>,
-    /// Loss of the true next byte.
+    /// Loss of the true next byte (`None` also when no position has one).
     pub nll: Option<f64>,
     /// The cache's bytes.
     pub bytes: Option<u64>,
@@ -198,7 +199,7 @@ pub fn policy_rows(lm: &Lm, run: &LmRun, tokens: &[u8], policies: &[Named<'_>]) 
                 name: name.to_string(),
                 kl: Some(q.mean_kl()),
                 top1: Some(q.top1_rate()),
-                nll: Some(q.mean_nll()),
+                nll: (!q.nll.is_empty()).then(|| q.mean_nll()),
                 bytes: Some(q.bytes),
                 error: None,
             },
