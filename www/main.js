@@ -338,7 +338,12 @@ function writeModelFigures(base) {
   const ctx = { ...base, shown: app.upload.model, policy: METHOD_POLICY[app.good?.method], settings: app.good };
   writeModel(app.model, ctx);
   $('#model-on').classList.toggle('stale', app.modelDetailsFor !== app.model);
-  if (app.modelDetails) writeModelDetails(app.modelDetails, ctx);
+  // (the details change once per rest of the controls: not rewritten on every frame of a drag)
+  const key = `${ctx.lang}|${ctx.policy}|${ctx.settings?.heads_budget}`;
+  if (app.modelDetails && (app.detailsWritten?.d !== app.modelDetails || app.detailsWritten.key !== key)) {
+    writeModelDetails(app.modelDetails, ctx);
+    app.detailsWritten = { d: app.modelDetails, key };
+  }
 }
 
 /** Section 5's details, in the order they are asked for (the texts first: what a learner watches). */
