@@ -440,9 +440,12 @@ mod web {
         last: Option<(String, Vec<u8>, Option<String>, kvlab_core::lm::LmRun)>,
     }
 
-    /// A report as JSON text (the engine parses it).
-    fn json(value: &impl serde::Serialize) -> Result<String, JsValue> {
-        serde_json::to_string(value).map_err(|e| error("model", &e.to_string()))
+    /// A report as JSON text (the engine parses it), or its refusal as the model's error.
+    fn json<T: serde::Serialize, E: std::fmt::Display>(
+        report: Result<T, E>,
+    ) -> Result<String, JsValue> {
+        let report = report.map_err(|e| error("model", &e.to_string()))?;
+        serde_json::to_string(&report).map_err(|e| error("model", &e.to_string()))
     }
 
     fn model_error(e: &kvlab_io::lm::ModelError) -> JsValue {
@@ -515,8 +518,7 @@ mod web {
 
         /// Section 5's first figures: the model's quality on its last run under the page's
         /// compression (`settings`: the page's settings in use, `Page.settings()`, as JSON),
-        /// with the kept marks of `layer`'s
-        /// head `head` (negative: all its heads), as JSON
+        /// with the kept marks of `layer`'s head `head` (negative: all its heads), as JSON
         /// ([`kvlab_io::model_report::QualityReport`]).
         pub fn quality(&self, settings: &str, layer: usize, head: i32) -> Result<String, JsValue> {
             let (lm, run, tokens, specs) = self.measured(settings)?;
@@ -527,9 +529,8 @@ mod web {
                 &specs.current,
                 layer,
                 usize::try_from(head).ok(),
-            )
-            .map_err(|e| error("model", &e.to_string()))?;
-            json(&r)
+            );
+            json(r)
         }
 
         /// Section 5's table: every policy and the two sink cases at the page's `B` and
@@ -537,18 +538,17 @@ mod web {
         pub fn policies(&self, settings: &str) -> Result<String, JsValue> {
             let (lm, run, tokens, specs) = self.measured(settings)?;
             let named: Vec<_> = specs.policies.iter().map(|n| (n.name, &n.spec)).collect();
-            json(&kvlab_io::model_report::policy_rows(
+            json(Ok::<_, String>(kvlab_io::model_report::policy_rows(
                 lm, run, tokens, &named,
-            ))
+            )))
         }
 
         /// Section 5's levers: one bit fewer against 10% fewer tokens, in the model's KL, as
         /// JSON ([`kvlab_io::model_report::LeverReport`]).
         pub fn levers(&self, settings: &str) -> Result<String, JsValue> {
             let (lm, run, tokens, specs) = self.measured(settings)?;
-            let r = kvlab_io::model_report::lever_report(lm, run, tokens, &specs.current)
-                .map_err(|e| error("model", &e.to_string()))?;
-            json(&r)
+            let r = kvlab_io::model_report::lever_report(lm, run, tokens, &specs.current);
+            json(r)
         }
 
         /// Section 5's heads' budgets, uniform against by score mass, as JSON
@@ -568,9 +568,8 @@ mod web {
                 layer,
                 usize::try_from(head).ok(),
             )
-            .transpose()
-            .map_err(|e| error("model", &e.to_string()))?;
-            json(&r)
+            .transpose();
+            json(r)
         }
 
         /// Section 5's texts: 64 bytes after the prefill from the full cache, the cache
@@ -584,9 +583,8 @@ mod web {
                 tokens,
                 &specs.current,
                 &specs.sampling,
-            )
-            .map_err(|e| error("model", &e.to_string()))?;
-            json(&r)
+            );
+            json(r)
         }
 
         /// The model, its last run and tokens, and what `settings` (the page's, as JSON) ask.

@@ -194,23 +194,17 @@ pub const GENERATED: usize = 64;
 pub fn policy_rows(lm: &Lm, run: &LmRun, tokens: &[u8], policies: &[Named<'_>]) -> Vec<PolicyRow> {
     policies
         .iter()
-        .map(|&(name, spec)| match quality(lm, run, tokens, spec) {
-            Ok(q) => PolicyRow {
+        .map(|&(name, spec)| {
+            let q = quality(lm, run, tokens, spec);
+            let q = q.as_ref();
+            PolicyRow {
                 name: name.to_string(),
-                kl: Some(q.mean_kl()),
-                top1: Some(q.top1_rate()),
-                nll: (!q.nll.is_empty()).then(|| q.mean_nll()),
-                bytes: Some(q.bytes),
-                error: None,
-            },
-            Err(e) => PolicyRow {
-                name: name.to_string(),
-                kl: None,
-                top1: None,
-                nll: None,
-                bytes: None,
-                error: Some(e.to_string()),
-            },
+                kl: q.ok().map(Quality::mean_kl),
+                top1: q.ok().map(Quality::top1_rate),
+                nll: q.ok().filter(|q| !q.nll.is_empty()).map(Quality::mean_nll),
+                bytes: q.ok().map(|q| q.bytes),
+                error: q.err().map(ToString::to_string),
+            }
         })
         .collect()
 }
