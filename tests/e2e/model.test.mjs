@@ -155,7 +155,9 @@ test('section 5 measures the model under the page\'s compression, and its words 
   // The sinks' sentence says what the table says.
   const [windowOnly, streaming] = [await cell(page, 'window-only', 0), await cell(page, 'streaming-llm', 0)];
   const sinks = await page.locator('[data-figure="model-sinks"]').textContent();
-  assert.match(sinks, windowOnly >= 5 * streaming ? /^Attention sinks matter here/ : /^This model barely uses a sink/);
+  const ratio = windowOnly / streaming;
+  assert.match(sinks, ratio >= 5 ? /^Attention sinks matter here/
+    : ratio >= 1.5 ? /^The sinks help here/ : /^This model barely uses a sink/);
   // The verdict picks the lever with the smaller KL per KiB saved.
   const [perBits, perTokens] = [await figure(page, 'model-lever-bits-per'), await figure(page, 'model-lever-tokens-per')];
   const pulled = perBits <= perTokens ? 'one bit fewer' : '10% fewer tokens';
