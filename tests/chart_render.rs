@@ -1288,6 +1288,100 @@ fn mass_retained_line_mean_and_gaps() {
 // ---------------------------------------------------------------- tradeoff
 
 #[test]
+fn a_tradeoff_curve_past_the_palette_is_dashed_in_the_plot_and_the_legend() {
+    // Eight curves, seven colours: the eighth reuses the first's colour, dashed.
+    let style = ChartStyle::light();
+    let pts = [(1.0, 0.1), (10.0, 0.5), (100.0, 0.9)];
+    let labels = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    assert_eq!(style.palette.len(), 7);
+    let curves: Vec<TradeoffCurve> = labels
+        .iter()
+        .map(|label| TradeoffCurve {
+            label,
+            points: &pts,
+        })
+        .collect();
+    let lines = |curves: &[TradeoffCurve]| {
+        let view = TradeoffView {
+            title: "KL",
+            x_label: "R",
+            y_label: "KL",
+            curves,
+            current: None,
+            current_label: "",
+            log_x: true,
+            y_top: Some(1.0),
+        };
+        let (svg, _) = render("tradeoff-dashed", (600, 320), |root| {
+            tradeoff(root, &view, &style).unwrap()
+        });
+        let first = hex(style.palette[0]);
+        parse(&svg)
+            .iter()
+            .filter(|e| e.tag == "polyline" && e.stroke() == first)
+            .count()
+    };
+    // Seven curves: the first colour's line in the plot and its swatch in the legend.
+    assert_eq!(lines(&curves[..7]), 2);
+    // The eighth adds dashes along its path and a two-dash swatch: many more short lines.
+    assert!(lines(&curves) > 10, "{}", lines(&curves));
+}
+
+#[test]
+fn a_log_scale_tradeoff_places_ratios_by_their_logarithm_and_y_up_to_its_top() {
+    // The model's trade-off: KL (nats, up to y_top) against R_overall on a log axis.
+    let style = ChartStyle::light();
+    let a = [(1.0, 0.0), (10.0, 0.05), (100.0, 0.1)];
+    let curves = [TradeoffCurve {
+        label: "A",
+        points: &a,
+    }];
+    let view = TradeoffView {
+        title: "KL",
+        x_label: "R_overall",
+        y_label: "KL",
+        curves: &curves,
+        current: Some((10.0, 0.1)),
+        current_label: "current setting",
+        log_x: true,
+        y_top: Some(0.2),
+    };
+    let (svg, rect) = render("tradeoff-log", (600, 320), |root| {
+        tradeoff(root, &view, &style).unwrap()
+    });
+    let fg = hex(style.foreground);
+    let ring = parse(&svg)
+        .into_iter()
+        .filter(|e| e.tag == "circle" && e.stroke() == fg && e.fill() == "none")
+        .find(|e| e.num("cy") >= f64::from(rect.y))
+        .expect("the ring in the plot");
+    // x spans log10(1) ..= log10(1.02 * 100): 10 sits at 1 / log10(102) of the width, not at
+    // 9 / 101 as on a linear axis; y = 0.1 is half of the top 0.2.
+    let want_x = f64::from(rect.x) + 1.0 / 102f64.log10() * f64::from(rect.w - 1);
+    let want_y = f64::from(y_of(0.1, (0.0, 0.2), rect.h) + rect.y);
+    assert!(
+        (ring.num("cx") - want_x).abs() <= 1.5,
+        "cx {} against {want_x}",
+        ring.num("cx")
+    );
+    assert!(
+        (ring.num("cy") - want_y).abs() <= 1.5,
+        "cy {} against {want_y}",
+        ring.num("cy")
+    );
+    // The ticks read as ratios: 10 and 100 are labelled, not their logarithms 1 and 2.
+    let ticks: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|t| t.rsplit('>').next())
+        .map(str::trim)
+        .collect();
+    for want in ["1", "10", "100"] {
+        assert!(ticks.contains(&want), "tick {want} in {ticks:?}");
+    }
+    assert!(!ticks.contains(&"2"), "no logarithm as a tick: {ticks:?}");
+}
+
+#[test]
 fn tradeoff_rings_the_current_setting_in_the_text_colour_and_its_legend_shows_a_ring() {
     for style in [ChartStyle::light(), ChartStyle::dark()] {
         let a = [(1.0, 1.0), (2.0, 0.8), (4.0, 0.5)];
@@ -1309,6 +1403,8 @@ fn tradeoff_rings_the_current_setting_in_the_text_colour_and_its_legend_shows_a_
             curves: &curves,
             current: Some((2.0, 0.8)),
             current_label: "current setting",
+            log_x: false,
+            y_top: None,
         };
         let (svg, rect) = render("tradeoff", (600, 320), |root| {
             tradeoff(root, &view, &style).unwrap()

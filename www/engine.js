@@ -219,13 +219,64 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     if (!modelShown || !loadedModel) return undefined;
     const t0 = now();
     try {
-      const settings = JSON.stringify(page.settings());
+      const current = page.settings();
+      const settings = JSON.stringify(current);
       const quality = JSON.parse(loadedModel.quality(settings, modelShown.layer, modelShown.head));
       const { tokens, prefill } = quality.protocol;
-      page.useModelView(tokens, prefill, Float64Array.from(quality.kl), Float32Array.from(quality.marks));
+      page.useModelView(tokens, prefill, Float64Array.from(quality.kl), Float32Array.from(quality.marks),
+        quality.bytesFull / Math.max(1, quality.bytes));
+      syncSweep(current);
       return { quality, ms: now() - t0 };
     } catch (e) {
       return { error: plainError(e) };
+    }
+  }
+
+  // The model's trade-off curves measured so far (`modelPart` 'sweep', a policy at a time) and
+  // the settings they were measured with: every control that changes a curve (B moves only
+  // the ring, so a drag of B keeps them).
+  let sweep = { key: null, curves: [] };
+  const SWEEP_KEYS = ['bits', 'scheme', 'granularity', 'group', 'meta', 'recent', 'window', 'pool', 'kernel', 'sinks', 'seed', 'heads_budget'];
+
+  /** Forgets the curves when `settings` (or the prompt) changed what they measure. */
+  function syncSweep(settings) {
+    const key = JSON.stringify([modelShown?.prompt, ...SWEEP_KEYS.map((k) => settings[k])]);
+    if (sweep.key === key) return;
+    sweep = { key, curves: [] };
+    giveSweep();
+  }
+
+  /** The finished curves to the page's module (the `model-tradeoff` chart), flat. */
+  function giveSweep() {
+    const c = sweep.curves.filter((x) => x.done);
+    page.useModelSweep(c.map((x) => x.name), Uint32Array.from(c, (x) => x.points.length),
+      Float64Array.from(c.flatMap((x) => x.points.map((p) => p.rOverall))),
+      Float64Array.from(c.flatMap((x) => x.points.map((p) => p.kl))));
+  }
+
+  /**
+   * The next point of the model's trade-off curves for the current settings (`Model.sweep`, one
+   * run of the model): `{Ok: {curveDone, done}}`, a finished curve given to the page's module
+   * (`curveDone`), `{Ok: {done: true}}` once every curve is measured, or `{Err}`.
+   */
+  function sweepPart() {
+    const current = page.settings();
+    syncSweep(current);
+    const t0 = now();
+    try {
+      const last = sweep.curves.at(-1);
+      const open = last && !last.done;
+      const index = sweep.curves.length - (open ? 1 : 0);
+      const r = JSON.parse(loadedModel.sweep(JSON.stringify(current), index, open ? last.points.length : 0));
+      if (!r) return { Ok: { done: true }, ms: now() - t0 };
+      if (!open) sweep.curves.push({ name: r.name, points: [], done: false });
+      const c = sweep.curves[index];
+      if (r.point) c.points.push(r.point);
+      c.done = Boolean(r.error) || c.points.length >= r.of;
+      if (c.done) giveSweep();
+      return { Ok: { curveDone: c.done, done: false }, ms: now() - t0 };
+    } catch (e) {
+      return { Err: e?.message ?? String(e), ms: now() - t0 };
     }
   }
 
@@ -451,7 +502,9 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       const model = await theModel((stage) => post({ id, progress: stage }));
       return computeAndDraw(id, spec, (progress) => {
         const adopted = adopt(model.choose(prompt, layer, head), keep, progress);
-        modelShown = { layer, head };
+        modelShown = { layer, head, prompt };
+        // (the curves belong to the page module's data, which this replaced)
+        sweep = { key: null, curves: [] };
         // (as `update`: section 5 off screen, its quality waits for the catch-up)
         return measure ? { ...adopted, model: measureModel() } : { ...adopted, modelSkipped: true };
       });
@@ -459,13 +512,15 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     /**
      * `{part}`: one of section 5's details for the current settings, while the model is the
      * data (`null` otherwise): `text` (64 bytes from the full cache, compressed once and held
-     * at B), `policies` (every policy on the model), `levers` or `allocation` (the heads'
-     * budgets), as `{Ok: value}` or `{Err: message}` with the milliseconds it took. Each a few
+     * at B), `policies` (every policy on the model), `levers`, `allocation` (the heads'
+     * budgets) or `sweep` (the next point of the trade-off curves, see sweepPart), as `{Ok: value}`
+     * or `{Err: message}` with the milliseconds it took. Each a few
      * runs of the model: the page asks for them one by one once the controls rest, so a change
      * never waits behind all of them.
      */
     modelPart: ({ part }) => {
       if (!modelShown || !loadedModel) return null;
+      if (part === 'sweep') return sweepPart();
       const settings = JSON.stringify(page.settings());
       const { layer, head } = modelShown;
       const run = {
@@ -474,7 +529,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         levers: () => loadedModel.levers(settings),
         allocation: () => loadedModel.allocation(settings, layer, head),
       }[part];
-      if (!run) throw new Error(`no model part '${part}': text, policies, levers or allocation`);
+      if (!run) throw new Error(`no model part '${part}': text, policies, levers, allocation or sweep`);
       const t0 = now();
       try {
         return { Ok: JSON.parse(run()), ms: now() - t0 };

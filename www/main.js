@@ -17,7 +17,7 @@ import { figure, grouped, aloneKey } from './sections/common.js';
 import { writeBudget } from './sections/budget.js';
 import { writeQuant, writeKivi } from './sections/quant.js';
 import { writeSelect } from './sections/select.js';
-import { writeCompare } from './sections/compare.js';
+import { writeCompare, writeCompareModel } from './sections/compare.js';
 import { writeTogether, writeLevers } from './sections/together.js';
 import { showModelSection, writeModel, writeModelDetails } from './sections/model.js';
 
@@ -79,6 +79,7 @@ const app = {
   inputAt: null, // performance.now() of the first input event not yet painted
   modelVisible: true, // section 5 on screen (its IntersectionObserver says)
   modelStale: false, // an update left the model's quality for the catch-up
+  sweepFor: null, // the model whose trade-off sweep waits for section 3b to come on screen
   urlTimer: 0,
   urlSeq: 0, // counts updates: a URL recording scheduled before the last one is dropped
   urlCommit: false,
@@ -334,6 +335,7 @@ const METHOD_POLICY = { h2o: 'h2o-sum', snapkv: 'snapkv', streaming: 'streaming-
 function writeModelFigures(base) {
   const on = Boolean(app.upload?.model);
   showModelSection(on);
+  writeCompareModel(base.model, base);
   if (!on || !app.model) return;
   const ctx = { ...base, shown: app.upload.model, policy: METHOD_POLICY[app.good?.method], settings: app.good };
   writeModel(app.model, ctx);
@@ -385,12 +387,62 @@ function tookModel(model) {
     app.modelDetails = details;
     app.modelDetailsFor = asked;
     writeModelFigures(sectionContext());
+    sweepModel(asked);
   };
   app.detailsTimer = window.setTimeout(() => next(0), 150);
 }
 
+/**
+ * Section 3b's trade-off on the model, after section 5's details and while section 3b is on
+ * screen (it starts when the section comes on screen): one point per request (a run of the
+ * model, ~20 ms), so a change waits behind one at most; the chart is redrawn as each curve is
+ * complete. While the controls that change the curves rest, the engine answers from what it has.
+ */
+function sweepModel(asked) {
+  app.sweepFor = null;
+  const step = async () => {
+    if (app.model !== asked) return;
+    if (!app.compareVisible) {
+      app.sweepFor = asked; // (the observer goes on when section 3b comes on screen)
+      return;
+    }
+    if (app.inFlight || app.pending.size) {
+      app.detailsTimer = window.setTimeout(step, 150);
+      return;
+    }
+    let d;
+    try {
+      d = await request('modelPart', { part: 'sweep' });
+    } catch (e) {
+      if (!e.stopped) showError(null, e.message);
+      return;
+    }
+    if (app.model !== asked || !d) return;
+    if (d.Err) {
+      showError(null, d.Err);
+      return;
+    }
+    performance.measure('kvlab:model:sweep', { start: performance.now() - d.ms, duration: d.ms });
+    if (d.Ok.curveDone) {
+      app.stale.add('model-tradeoff');
+      scheduleCatchUp(0);
+    }
+    if (d.Ok.done) performance.mark('kvlab:model:swept'); // (the tests wait for it)
+    else app.detailsTimer = window.setTimeout(step, 0);
+  };
+  step();
+}
+
 /** The page as the section writers need to know it. */
-const sectionContext = () => ({ lang: app.lang, embed: app.good?.embed ?? null, tokens: app.upload?.tokens ?? null });
+const sectionContext = () => ({
+  lang: app.lang,
+  embed: app.good?.embed ?? null,
+  tokens: app.upload?.tokens ?? null,
+  // (section 3b's model columns: section 5's policies on the model, stale until remeasured)
+  model: app.upload?.model
+    ? { rows: app.modelDetails?.policies?.Ok ?? null, stale: app.modelDetailsFor !== app.model }
+    : null,
+});
 
 function writeFigures(f) {
   const ctx = sectionContext();
@@ -702,6 +754,9 @@ async function completeComparison(charts, start = performance.now()) {
   drawn(spec, []);
 }
 
+/** Whether the model's quality is on screen: section 5, or section 3b's model columns. */
+const modelWanted = () => app.modelVisible || app.compareVisible;
+
 /** Which charts and whether the comparison section are on screen (see deferOffScreen). */
 const onScreen = new IntersectionObserver((entries) => {
   for (const e of entries) {
@@ -715,12 +770,13 @@ const onScreen = new IntersectionObserver((entries) => {
       app.modelVisible = e.isIntersecting;
     } else {
       app.compareVisible = e.isIntersecting;
+      if (app.compareVisible && app.sweepFor && app.sweepFor === app.model) sweepModel(app.model);
     }
   }
   // A stale chart came on screen: draw it as soon as the engine is free.
   if ([...app.stale].some((c) => app.visible.has(c))
     || (app.enginePending && (app.compareVisible || app.leversVisible))
-    || (app.modelStale && app.modelVisible)) {
+    || (app.modelStale && modelWanted())) {
     scheduleCatchUp(0);
   }
 });
@@ -958,7 +1014,7 @@ async function flush() {
     // (the model's quality, a few dozen ms, only while section 5 is on screen: a drag
     // elsewhere does not pay for it; the catch-up measures it when the controls rest)
     const reply = await request('update', {
-      settings, draw: spec, defer, deferLever: !app.leversVisible, measureModel: app.modelVisible,
+      settings, draw: spec, defer, deferLever: !app.leversVisible, measureModel: modelWanted(),
     });
     measureTimings(reply.timings, start);
     clearErrors(settings);
@@ -1673,7 +1729,7 @@ async function onModel(button) {
     const spec = drawSpec(chartsOf(ALL));
     const later = deferOffScreen(spec, false);
     const reply = await request('useModel', {
-      ...model, keep: { lang: app.lang, embed: app.good.embed }, draw: spec, measureModel: app.modelVisible,
+      ...model, keep: { lang: app.lang, embed: app.good.embed }, draw: spec, measureModel: modelWanted(),
     });
     // (as an upload: the sections read its token texts; `model` marks it for Stop and the URL)
     app.upload = { model, about: null, files: [], tokens: reply.tokens };

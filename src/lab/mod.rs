@@ -210,6 +210,8 @@ pub struct Lab {
     levers: (LeverKey, LeverErrors),
     /// Section 5's measurements of the real model, with the data they were made on.
     model: Option<(u64, ModelView)>,
+    /// The model's trade-off curves, with the data they were measured on.
+    model_sweep: Option<(u64, Vec<ModelCurve>)>,
 }
 
 /// A policy evaluation of the data itself that failed (it cannot on data the lab accepted:
@@ -394,6 +396,7 @@ impl Lab {
             kivi_pending: staged,
             levers: (lever_key, lever_errors),
             model: None,
+            model_sweep: None,
         })
     }
 

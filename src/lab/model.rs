@@ -102,12 +102,48 @@ pub struct ModelView {
     pub kl: Vec<f64>,
     /// For each prefill token, the share of the shown heads that keep it (one head: 0 or 1).
     pub marks: Vec<f32>,
+    /// The prefill cache's `R_overall` under the compression (fp16 bytes over compressed).
+    pub r_overall: f64,
+}
+
+impl ModelView {
+    /// The mean KL over the evaluated positions (0 with none).
+    pub fn mean_kl(&self) -> f64 {
+        if self.kl.is_empty() {
+            0.0
+        } else {
+            self.kl.iter().sum::<f64>() / self.kl.len() as f64
+        }
+    }
+}
+
+/// One policy's trade-off curve on the model: `(R_overall, mean KL)` over budgets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCurve {
+    /// The policy's name ([`Policy::name`] or `window-only`).
+    pub name: String,
+    /// `(R_overall, KL)`, one per budget.
+    pub points: Vec<(f64, f64)>,
 }
 
 impl Lab {
     /// Takes what the model's module measured for the current data.
     pub fn set_model_view(&mut self, view: ModelView) {
         self.model = Some((self.data_id(), view));
+    }
+
+    /// Takes the model's trade-off curves measured so far for the current data and settings
+    /// (the upload module's sweep, a policy at a time; none: not measured yet).
+    pub fn set_model_sweep(&mut self, curves: Vec<ModelCurve>) {
+        self.model_sweep = Some((self.data_id(), curves));
+    }
+
+    /// The model's trade-off curves, while they belong to the data in use.
+    pub fn model_sweep(&self) -> &[ModelCurve] {
+        match &self.model_sweep {
+            Some((id, c)) if *id == self.data_id() => c,
+            _ => &[],
+        }
     }
 
     /// The model's measurements, while they belong to the data in use.

@@ -9,7 +9,9 @@ use crate::lab::Lab;
 use crate::state::Method;
 
 use crate::chart::downsample::{pixel_buckets, state_runs};
-use crate::chart::layout::{alpha, axes, begin, draw_err, tick_text, Axes, LegendItem, Mark};
+use crate::chart::layout::{
+    alpha, axes, begin, dashed_path, draw_err, tick_text, Axes, LegendItem, Mark,
+};
 use crate::chart::{ChartError, ChartStyle, PixelRect, StateLabels, TokenState};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -107,6 +109,8 @@ pub(super) fn draw_tradeoff<DB: DrawingBackend>(
             curves: &curves,
             current,
             current_label: l.get("chart.tradeoff.current"),
+            log_x: false,
+            y_top: None,
         },
         style,
     )
@@ -169,6 +173,10 @@ pub struct TradeoffView<'a> {
     pub current: Option<(f64, f64)>,
     /// Legend text of the ring.
     pub current_label: &'a str,
+    /// Whether x is on a log scale (ratios that span orders of magnitude).
+    pub log_x: bool,
+    /// The y axis's top (`None`: a share, `[0, 1]`).
+    pub y_top: Option<f64>,
 }
 
 /// Draw the trade-off: x is linear from 1 to the largest finite x, y spans `[0, 1]`.
@@ -177,12 +185,18 @@ pub fn tradeoff<DB: DrawingBackend>(
     view: &TradeoffView,
     style: &ChartStyle,
 ) -> Result<PixelRect, ChartError> {
+    // (curves past the palette's colours reuse them, dashed: the model's eighth curve)
+    let dashed = |i: usize| i >= style.palette.len().max(1);
     let mut legend: Vec<LegendItem> = view
         .curves
         .iter()
         .enumerate()
         .map(|(i, c)| LegendItem {
-            mark: Mark::Line(alpha(style.palette_color(i), 1.0)),
+            mark: if dashed(i) {
+                Mark::Dash(alpha(style.palette_color(i), 1.0))
+            } else {
+                Mark::Line(alpha(style.palette_color(i), 1.0))
+            },
             text: c.label,
         })
         .collect();
@@ -193,6 +207,8 @@ pub fn tradeoff<DB: DrawingBackend>(
         });
     }
     let body = begin(root, style, view.title, &legend)?;
+    // (on a log scale the plot's x is log10 of the ratio; every ratio here is at least 1)
+    let fx = |x: f64| if view.log_x { x.max(1.0).log10() } else { x };
     let x_hi = view
         .curves
         .iter()
@@ -201,12 +217,27 @@ pub fn tradeoff<DB: DrawingBackend>(
         .filter(|x| x.is_finite())
         .fold(1.0f64, f64::max);
     let x_hi = if x_hi > 1.0 { x_hi * 1.02 } else { 2.0 };
+    let (x_lo, x_hi) = (fx(1.0), fx(x_hi));
+    let y_top = view
+        .y_top
+        .filter(|y| y.is_finite() && *y > 0.0)
+        .unwrap_or(1.0);
+    let x_text = |v: &f64| {
+        if view.log_x {
+            // (a ratio to two figures below 10: 1.6, 3.2; "1", not "1.0")
+            let r = 10f64.powf(*v);
+            let t = tick_text(r, if r < 10.0 { 1.0 } else { 10.0 });
+            t.strip_suffix(".0").map_or(t.clone(), str::to_string)
+        } else {
+            tick_text(*v, x_hi - 1.0)
+        }
+    };
     let Some(plot) = axes(
         &body,
         style,
-        RangedCoordf64::from(1.0..x_hi),
-        RangedCoordf64::from(0.0..1.0),
-        (0.0, 1.0),
+        RangedCoordf64::from(x_lo..x_hi),
+        RangedCoordf64::from(0.0..y_top),
+        (0.0, y_top),
         &Axes {
             x_label: view.x_label,
             y_label: view.y_label,
@@ -214,8 +245,8 @@ pub fn tradeoff<DB: DrawingBackend>(
             y_ticks: true,
             y_grid: true,
         },
-        &|v: &f64| tick_text(*v, x_hi - 1.0),
-        &|v: &f64| tick_text(*v, 1.0),
+        &x_text,
+        &|v: &f64| tick_text(*v, y_top),
     )?
     else {
         return Ok(PixelRect::default());
@@ -231,9 +262,11 @@ pub fn tradeoff<DB: DrawingBackend>(
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let px: Vec<(i32, i32)> = pts
             .iter()
-            .map(|&(x, y)| (plot.x_px(x, 1.0, x_hi), plot.y_px(y)))
+            .map(|&(x, y)| (plot.x_px(fx(x), x_lo, x_hi), plot.y_px(y)))
             .collect();
-        if px.len() > 1 {
+        if dashed(i) {
+            dashed_path(&plot.area, style, &px, color)?;
+        } else if px.len() > 1 {
             plot.area
                 .draw(&PathElement::new(
                     px.clone(),
@@ -249,7 +282,7 @@ pub fn tradeoff<DB: DrawingBackend>(
     }
     if let Some((x, y)) = view.current {
         if x.is_finite() && y.is_finite() {
-            let p = (plot.x_px(x, 1.0, x_hi), plot.y_px(y));
+            let p = (plot.x_px(fx(x), x_lo, x_hi), plot.y_px(y));
             plot.area
                 .draw(&Circle::new(
                     p,

@@ -1,11 +1,13 @@
-//! Section 5's chart: the real model's KL per position under the compressed cache, with the
-//! prefill's kept tokens marked under it, so a learner sees where the model started to go
-//! wrong and what the cache held.
+//! The real model's charts: its KL per position under the compressed cache, with the prefill's
+//! kept tokens marked under it, so a learner sees where the model started to go wrong and what
+//! the cache held (section 5); and its KL against `R_overall`, one curve per policy, beside
+//! section 3b's trade-off on the attention.
 
 use super::{Labels, Pixels};
 use crate::chart::layout::{axes, begin, draw_err, headroom, index_text, tick_text, Axes};
 use crate::chart::{ChartError, ChartStyle};
 use crate::lab::{Lab, ModelView};
+use crate::render::compare::{tradeoff, TradeoffCurve, TradeoffView};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -15,16 +17,19 @@ use plotters::prelude::*;
 pub enum ModelChart {
     /// KL per position, kept tokens marked.
     Kl,
+    /// Mean KL against `R_overall`, one curve per policy (shown in section 3b).
+    Tradeoff,
 }
 
 impl ModelChart {
     /// Every chart of the section, in the page's order.
-    pub const ALL: &'static [ModelChart] = &[ModelChart::Kl];
+    pub const ALL: &'static [ModelChart] = &[ModelChart::Kl, ModelChart::Tradeoff];
 
     /// The name its canvas carries (`data-chart`).
     pub fn name(self) -> &'static str {
         match self {
             ModelChart::Kl => "kl",
+            ModelChart::Tradeoff => "model-tradeoff",
         }
     }
 }
@@ -41,7 +46,50 @@ pub(super) fn draw<DB: DrawingBackend>(
 ) -> Result<Option<Pixels>, ChartError> {
     match chart {
         ModelChart::Kl => draw_kl(root, lab.model_view(), l, style).map(|_| None),
+        ModelChart::Tradeoff => draw_tradeoff(root, lab, l, style).map(|_| None),
     }
+}
+
+/// The model's trade-off: each policy's mean KL against the prefill cache's `R_overall` (log
+/// scale: a budget of one token saves two orders of magnitude), the current setting ringed.
+fn draw_tradeoff<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lab: &Lab,
+    l: &Labels,
+    style: &ChartStyle,
+) -> Result<(), ChartError> {
+    let sweep = lab.model_sweep();
+    let names: Vec<String> = sweep.iter().map(|c| format!("policy.{}", c.name)).collect();
+    let curves: Vec<TradeoffCurve> = sweep
+        .iter()
+        .zip(&names)
+        .map(|(c, n)| TradeoffCurve {
+            label: l.get(n),
+            points: &c.points,
+        })
+        .collect();
+    let current = lab.model_view().map(|v| (v.r_overall, v.mean_kl()));
+    let max = sweep
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.1))
+        .chain(current.map(|p| p.1))
+        .filter(|y| y.is_finite())
+        .fold(0.0f64, f64::max);
+    tradeoff(
+        root,
+        &TradeoffView {
+            title: l.get("chart.model-tradeoff.title"),
+            x_label: l.get("chart.model-tradeoff.x"),
+            y_label: l.get("chart.kl.y"),
+            curves: &curves,
+            current,
+            current_label: l.get("chart.tradeoff.current"),
+            log_x: true,
+            y_top: Some(headroom(Some(max.max(1e-4)))),
+        },
+        style,
+    )
+    .map(|_| ())
 }
 
 /// The KL bars over positions `P..T` and, in a strip under the plot, each prefill token's

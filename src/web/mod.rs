@@ -291,15 +291,52 @@ impl Page {
 
     /// Takes what the model's module measured ([`crate::lab::ModelView`]) for the `kl`
     /// chart: the prompt's tokens, the prefill, the KL of each evaluated position and each
-    /// prefill token's share of the shown heads keeping it.
+    /// prefill token's share of the shown heads keeping it, and the prefill cache's
+    /// `R_overall` (the ring of the `model-tradeoff` chart).
     #[wasm_bindgen(js_name = useModelView)]
-    pub fn use_model_view(&mut self, tokens: usize, prefill: usize, kl: Vec<f64>, marks: Vec<f32>) {
+    pub fn use_model_view(
+        &mut self,
+        tokens: usize,
+        prefill: usize,
+        kl: Vec<f64>,
+        marks: Vec<f32>,
+        r_overall: f64,
+    ) {
         self.lab.set_model_view(crate::lab::ModelView {
             tokens,
             prefill,
             kl,
             marks,
+            r_overall,
         });
+    }
+
+    /// Takes the model's trade-off curves measured so far ([`crate::lab::ModelCurve`]s) for
+    /// the `model-tradeoff` chart, flat: curve `i` is named `names[i]` and has the next
+    /// `lens[i]` points of `xs` (`R_overall`) and `ys` (mean KL). Lengths that do not add up
+    /// drop the curves that overrun.
+    #[wasm_bindgen(js_name = useModelSweep)]
+    pub fn use_model_sweep(
+        &mut self,
+        names: Vec<String>,
+        lens: Vec<u32>,
+        xs: Vec<f64>,
+        ys: Vec<f64>,
+    ) {
+        let mut at = 0usize;
+        let mut curves = Vec::with_capacity(names.len());
+        for (name, len) in names.into_iter().zip(lens) {
+            let end = at.saturating_add(len as usize);
+            let (Some(x), Some(y)) = (xs.get(at..end), ys.get(at..end)) else {
+                break;
+            };
+            curves.push(crate::lab::ModelCurve {
+                name,
+                points: x.iter().copied().zip(y.iter().copied()).collect(),
+            });
+            at = end;
+        }
+        self.lab.set_model_sweep(curves);
     }
 
     /// FNV-1a fingerprints (16 hex digits) of the data in use: `[attention, keys, values]`.

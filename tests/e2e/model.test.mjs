@@ -183,6 +183,64 @@ test('section 5 measures the model under the page\'s compression, and its words 
   assert.deepEqual(problems, []);
 });
 
+/** The trade-off sweep's answers so far (one per point, then one saying it is done). */
+const sweeps = (page) => page.evaluate(() => performance.getEntriesByName('kvlab:model:sweep').length);
+/** Waits for the `n`th sweep to be done. */
+const swept = (page, n) => page.waitForFunction((want) => performance.getEntriesByName('kvlab:model:swept').length >= want,
+  n, { timeout: 60_000 });
+
+test('section 3b gains the model: its KL and top-1 per policy, and its KL against R_overall', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 16, recent: 8 }));
+  const modelCols = page.locator('#compare th[data-col^="model-"]');
+  assert.equal(await modelCols.first().isVisible(), false, 'generated data: no model columns');
+  assert.equal(await page.locator('#compare-model').isVisible(), false);
+  await page.locator('#model-run').click();
+  await page.locator('#model-on:not([hidden]):not(.stale)').waitFor({ timeout: 60_000 });
+  // (section 3b on screen: the sweep runs only there)
+  await page.locator('#compare').scrollIntoViewIfNeeded();
+  await swept(page, 1);
+  await settle(page);
+  // 8 curves (7 policies and the window alone), each of the powers of two below the prefill P
+  // and P itself, then the answer that there are no more
+  const T = new TextEncoder().encode(await page.locator('#model-prompt').inputValue()).length + 1;
+  const P = T - Math.min(64, Math.floor(T / 4));
+  const points = Math.ceil(Math.log2(P)) + 1;
+  assert.equal(await sweeps(page), 8 * points + 1, `T ${T}, P ${P}`);
+  assert.equal(await modelCols.count(), 2);
+  assert.equal(await modelCols.first().isVisible(), true);
+  // Each row's model figures are section 5's for the same policy, to the digit.
+  const rows = await page.locator('#compare-rows tr').evaluateAll((trs) => trs.map((tr) => ({
+    policy: tr.dataset.policy,
+    kl: tr.querySelector('td[data-col="model-kl"]').dataset.value,
+    top1: tr.querySelector('td[data-col="model-top1"]').dataset.value,
+  })));
+  assert.equal(rows.length, 7);
+  for (const r of rows) {
+    assert.equal(Number(r.kl), await cell(page, r.policy, 0), `${r.policy}: KL`);
+    assert.equal(Number(r.top1), await cell(page, r.policy, 1), `${r.policy}: top-1`);
+  }
+  assert.ok(await inkShare(page, 'model-tradeoff') > 0.01, 'the model\'s trade-off is drawn');
+  // B moves the ring only: the curves stay and the engine answers at once that it has them all.
+  const before = await sweeps(page);
+  await set(page, 'budget', 32);
+  // (the control is in section 3: the sweep waits until 3b is back on screen)
+  await page.locator('#compare').scrollIntoViewIfNeeded();
+  await swept(page, 2);
+  await settle(page);
+  assert.equal(await sweeps(page), before + 1, 'B alone measures no curve again');
+  // The bits change every curve: all eight are measured again.
+  await set(page, 'bits', 2);
+  await page.locator('#compare').scrollIntoViewIfNeeded();
+  await swept(page, 3);
+  await settle(page);
+  assert.equal(await sweeps(page), before + 1 + 8 * points + 1);
+  await page.locator('#use-generated').click();
+  await settle(page);
+  assert.equal(await modelCols.first().isVisible(), false, 'back to generated data: no model columns');
+  assert.equal(await page.locator('#compare-model').isVisible(), false);
+  assert.deepEqual(problems, []);
+});
+
 test('a link made on the model\'s data carries its prompt, layer and head and shows the same view', async () => {
   const { page } = await open(browser.context, urlWith(''));
   await page.locator('#model-box summary').click();

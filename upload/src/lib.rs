@@ -448,6 +448,15 @@ mod web {
         serde_json::to_string(&report).map_err(|e| error("model", &e.to_string()))
     }
 
+    /// One point of a trade-off curve, for [`Model::sweep`].
+    #[derive(serde::Serialize)]
+    struct SweepAnswer {
+        name: &'static str,
+        of: usize,
+        point: Option<kvlab_io::model_report::SweepPoint>,
+        error: Option<String>,
+    }
+
     fn model_error(e: &kvlab_io::lm::ModelError) -> JsValue {
         error("model", &e.to_string())
     }
@@ -541,6 +550,42 @@ mod web {
             json(Ok::<_, String>(kvlab_io::model_report::policy_rows(
                 lm, run, tokens, &named,
             )))
+        }
+
+        /// Point `point` of the trade-off chart's curve `index` (in the order of section 5's
+        /// table, of the compressions with a budget: the policies and the window alone): the
+        /// model's KL at budget `point` of [`kvlab_io::model_report::sweep_budgets`], with the
+        /// page's quantization, as JSON `{name, of, point}` (`of`: the curve's points; `point` a
+        /// [`kvlab_io::model_report::SweepPoint`]) or `{name, of, error}`; `null` past the
+        /// last curve. One run of the model: the page asks point by point, so that a change of
+        /// the controls waits behind one at most.
+        pub fn sweep(&self, settings: &str, index: usize, point: usize) -> Result<String, JsValue> {
+            let (lm, run, tokens, specs) = self.measured(settings)?;
+            let Some(named) = specs
+                .policies
+                .iter()
+                .filter(|n| matches!(n.spec.keep, kvlab_core::lm::compress::Keep::Policy { .. }))
+                .nth(index)
+            else {
+                return Ok("null".into());
+            };
+            let p = kvlab_core::lm::compress::Protocol::of(tokens.len())
+                .map_err(|e| error("model", &e.to_string()))?
+                .prefill;
+            let budgets = kvlab_io::model_report::sweep_budgets(p);
+            let Some(&budget) = budgets.get(point) else {
+                return Err(error(
+                    "model",
+                    &format!("no point {point}: the curve has {}", budgets.len()),
+                ));
+            };
+            let r = kvlab_io::model_report::sweep_point(lm, run, tokens, &named.spec, budget);
+            json(Ok::<_, String>(SweepAnswer {
+                name: named.name,
+                of: budgets.len(),
+                point: r.as_ref().ok().copied(),
+                error: r.err().map(|e| e.to_string()),
+            }))
         }
 
         /// Section 5's levers: one bit fewer against 10% fewer tokens, in the model's KL, as

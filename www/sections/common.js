@@ -21,6 +21,12 @@ export const fmt = {
   ratio: (v) => `${num(v)}×`,
   db: (v) => (v === Infinity || v === null ? '∞ dB' : `${v.toFixed(1)} dB`),
   pct: (v) => `${(100 * v).toFixed(1)}%`,
+  /** Nats with three significant digits (tiny ones in powers of ten: KL of 1e-9 is not 0). */
+  nats: (v) => {
+    if (v === null || v === undefined || !Number.isFinite(v)) return '—';
+    if (v !== 0 && Math.abs(v) < 1e-3) return v.toExponential(2);
+    return v.toPrecision(3);
+  },
 };
 
 /**

@@ -24,7 +24,7 @@ export function writeCompare(c, s, ctx) {
   };
   const same = body.rows.length === c.rows.length
     && c.rows.every((r, i) => body.rows[i].dataset.policy === r.policy
-      && body.rows[i].cells.length === 1 + rowsOf(r).length
+      && body.rows[i].cells.length === 1 + rowsOf(r).length + MODEL_COLS.length
       && body.rows[i].dataset.lang === ctx.lang);
   if (!same) {
     body.replaceChildren(...c.rows.map((r) => {
@@ -41,6 +41,12 @@ export function writeCompare(c, s, ctx) {
         if (all.length === 1) td.colSpan = 6;
         tr.append(td);
       });
+      for (const col of MODEL_COLS) {
+        const td = document.createElement('td');
+        td.dataset.col = col;
+        td.hidden = true;
+        tr.append(td);
+      }
       return tr;
     }));
   }
@@ -53,4 +59,38 @@ export function writeCompare(c, s, ctx) {
       if (td.textContent !== text) td.textContent = text;
     });
   });
+  writeCompareModel(ctx.model ?? null, ctx);
+}
+
+const MODEL_COLS = ['model-kl', 'model-top1'];
+
+/**
+ * The real model's columns of the policy table and its trade-off chart, shown while the model is
+ * the data (`model`: `{rows, stale}`, `rows` section 5's policies on the model, null until they
+ * are measured; `model` null: hidden). The cells say "…" until the model's rows arrive.
+ */
+export function writeCompareModel(model, ctx) {
+  const on = model !== null;
+  const show = (el) => {
+    if (el.hidden === on) el.hidden = !on;
+  };
+  document.querySelectorAll('#compare th[data-col^="model-"], #compare-rows td[data-col^="model-"]').forEach(show);
+  show(document.querySelector('#compare-model-note'));
+  show(document.querySelector('#compare-model'));
+  if (!on) return;
+  const byName = new Map((model.rows ?? []).map((r) => [r.name, r]));
+  for (const tr of document.querySelector('#compare-rows').rows) {
+    const r = byName.get(tr.dataset.policy);
+    const cells = [['model-kl', r?.kl], ['model-top1', r?.top1]];
+    for (const [col, v] of cells) {
+      const td = tr.querySelector(`td[data-col="${col}"]`);
+      if (!td) continue;
+      const text = v === undefined || v === null ? (r?.error ? '—' : '…')
+        : col === 'model-kl' ? fmt.nats(v) : fmt.pct(v);
+      if (td.textContent !== text) td.textContent = text;
+      const value = String(v ?? '');
+      if (td.dataset.value !== value) td.dataset.value = value;
+      td.classList.toggle('stale', Boolean(model.stale));
+    }
+  }
 }

@@ -5,12 +5,7 @@ import { t, fill } from '../i18n.js';
 import { bytes } from '../formulas.js';
 import { figure, fmt } from './common.js';
 
-/** Nats with three significant digits (tiny ones in powers of ten: KL of 1e-9 is not 0). */
-export function nats(v) {
-  if (v === null || v === undefined || !Number.isFinite(v)) return '—';
-  if (v !== 0 && Math.abs(v) < 1e-3) return v.toExponential(2);
-  return v.toPrecision(3);
-}
+const { nats } = fmt;
 
 /**
  * Whether the model is the data (`on`): the section shows its figures, or says how to get them.

@@ -7,6 +7,7 @@ use kvlab_core::lm::compress::{
     Keep, LeverCost, Protocol, Quality, Sampling,
 };
 use kvlab_core::lm::{Lm, LmRun};
+use kvlab_core::policy::Policy;
 use serde::Serialize;
 
 /// One named compression of the policies' table.
@@ -221,7 +222,7 @@ pub fn allocation_report(
     head: Option<usize>,
 ) -> Option<Result<AllocationReport, EvalError>> {
     let ranks = matches!(spec.keep, Keep::Policy { policy } if !matches!(policy,
-        kvlab_core::policy::Policy::StreamingLlm { .. } | kvlab_core::policy::Policy::Oracle));
+        Policy::StreamingLlm { .. } | Policy::Oracle));
     ranks.then(|| {
         let with = |allocation| CacheSpec {
             allocation,
@@ -264,6 +265,114 @@ pub fn lever_report(
     })
 }
 
+/// One point of a policy's trade-off curve on the model.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepPoint {
+    /// `B`.
+    pub budget: usize,
+    /// The prefill cache's `R_overall`: its fp16 bytes over its bytes compressed.
+    pub r_overall: f64,
+    /// Mean KL, nats.
+    pub kl: f64,
+    /// Top-1 agreement.
+    pub top1: f64,
+}
+
+/// One policy's model KL over budgets (the trade-off chart's curve).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepCurve {
+    /// The policy's name.
+    pub name: String,
+    /// One point per budget of [`sweep_budgets`], ascending.
+    pub points: Vec<SweepPoint>,
+    /// Why the curve could not be measured (the points stop there).
+    pub error: Option<String>,
+}
+
+/// Budgets of the model's trade-off sweep for a prefill of `p`: the powers of two below `p`,
+/// then `p` (where nothing is dropped): evenly spaced on the chart's log axis, and few, since
+/// each point is a run of the model.
+pub fn sweep_budgets(p: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = std::iter::successors(Some(1usize), |b| b.checked_mul(2))
+        .take_while(|&b| b < p)
+        .collect();
+    out.push(p.max(1));
+    out
+}
+
+/// `spec`'s policy at `budget` on the run of `tokens`: one point of its trade-off curve.
+/// StreamingLLM's sinks are part of its budget: at a smaller `B`, all of it (as the page's own
+/// controls cap them).
+pub fn sweep_point(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+    budget: usize,
+) -> Result<SweepPoint, EvalError> {
+    let keep = match spec.keep {
+        Keep::Policy {
+            policy: Policy::StreamingLlm { sinks },
+        } => Keep::Policy {
+            policy: Policy::StreamingLlm {
+                sinks: sinks.min(budget),
+            },
+        },
+        keep => keep,
+    };
+    let q = quality(
+        lm,
+        run,
+        tokens,
+        &CacheSpec {
+            budget,
+            keep,
+            ..*spec
+        },
+    )?;
+    Ok(SweepPoint {
+        budget,
+        r_overall: q.bytes_full as f64 / q.bytes.max(1) as f64,
+        kl: q.mean_kl(),
+        top1: q.top1_rate(),
+    })
+}
+
+/// `spec`'s policy at every budget of [`sweep_budgets`] on the run of `tokens` (the page asks
+/// for the points one by one, [`sweep_point`], so that a change never waits behind a curve).
+pub fn sweep_curve(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    name: &str,
+    spec: &CacheSpec,
+) -> SweepCurve {
+    let mut curve = SweepCurve {
+        name: name.to_string(),
+        points: Vec::new(),
+        error: None,
+    };
+    let p = match Protocol::of(tokens.len()) {
+        Ok(p) => p.prefill,
+        Err(e) => {
+            curve.error = Some(e.to_string());
+            return curve;
+        }
+    };
+    for budget in sweep_budgets(p) {
+        match sweep_point(lm, run, tokens, spec, budget) {
+            Ok(point) => curve.points.push(point),
+            Err(e) => {
+                curve.error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    curve
+}
+
 /// Text after the prefill from both caches.
 pub fn text_report(
     lm: &Lm,
@@ -289,6 +398,14 @@ pub fn text_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sweep_doubles_the_budget_up_to_the_prefill() {
+        assert_eq!(sweep_budgets(192), [1, 2, 4, 8, 16, 32, 64, 128, 192]);
+        assert_eq!(sweep_budgets(64), [1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!(sweep_budgets(1), [1]);
+        assert_eq!(sweep_budgets(0), [1]);
+    }
 
     #[test]
     fn a_text_parts_from_the_full_caches_at_a_character_not_inside_one() {

@@ -177,3 +177,35 @@ fn random_is_the_worst_policy_at_b_32() {
         .expect("policies");
     assert!(worst.starts_with("random"), "the worst at B = 32: {kls:?}");
 }
+
+#[test]
+fn the_trade_off_sweep_saves_more_as_the_budget_falls_and_is_exact_at_the_prefill() {
+    let (lm, ps) = setup();
+    for p in [
+        Policy::H2oSum,
+        Policy::StreamingLlm { sinks: 4 },
+        Policy::Random { seed: 1 },
+    ] {
+        for (tokens, run) in &ps {
+            let c = kvlab_io::model_report::sweep_curve(&lm, run, tokens, "p", &policy(p, 0, 16));
+            assert_eq!(c.error, None);
+            let budgets: Vec<usize> = c.points.iter().map(|q| q.budget).collect();
+            assert_eq!(budgets, [1, 2, 4, 8, 16, 32, 64, 128, 192]);
+            if std::env::var_os("KVLAB_SHOW").is_some() {
+                println!(
+                    "{p}: {:?}",
+                    c.points
+                        .iter()
+                        .map(|q| (q.budget, q.r_overall, q.kl))
+                        .collect::<Vec<_>>()
+                );
+            }
+            for w in c.points.windows(2) {
+                assert!(w[0].r_overall > w[1].r_overall, "{p}: R_overall {w:?}");
+            }
+            let last = c.points.last().expect("points");
+            assert_eq!(last.r_overall, 1.0, "{p}: nothing dropped or quantized");
+            assert!(last.kl < 1e-9 && last.top1 == 1.0, "{p}: {last:?}");
+        }
+    }
+}
