@@ -241,6 +241,26 @@ test('section 3b gains the model: its KL and top-1 per policy, and its KL agains
   assert.deepEqual(problems, []);
 });
 
+test('embed=compare on the model\'s link: the model\'s columns and curves, worded for the section alone', async () => {
+  const { page, problems } = await open(browser.context, urlWith({
+    data: 'model', prompt: 'And God said, Let there be light: and there was light.', model_layer: 0, model_head: -1,
+    embed: 'compare', lang: 'en',
+  }));
+  await page.locator('#compare th[data-col="model-kl"]:visible').waitFor({ timeout: 60_000 });
+  await swept(page, 1);
+  await settle(page);
+  assert.equal(await page.locator('#compare-model').isVisible(), true);
+  // (the notes beside the model's figures point to no section the embed hides)
+  const text = await page.locator('#compare').innerText();
+  assert.match(text, /The last two columns are the real model’s/);
+  assert.doesNotMatch(text, /section \d/i, text);
+  assert.ok(await inkShare(page, 'model-tradeoff') > 0.01, 'the model\'s trade-off is drawn');
+  const kl = await page.locator('#compare-rows td[data-col="model-kl"]').evaluateAll((tds) => tds.map((td) => Number(td.dataset.value)));
+  assert.equal(kl.length, 7);
+  assert.ok(kl.every((v) => Number.isFinite(v) && v >= 0), String(kl));
+  assert.deepEqual(problems, []);
+});
+
 test('a link made on the model\'s data carries its prompt, layer and head and shows the same view', async () => {
   const { page } = await open(browser.context, urlWith(''));
   await page.locator('#model-box summary').click();
