@@ -14,7 +14,9 @@
 // * the same change of B with section 5 off screen (its quality left for the catch-up);
 // * after each change, once the controls rest: the texts, 64 bytes from the full cache, the
 //   cache compressed once and the cache held at B (`kvlab:model:text`; target 200 ms), every
-//   policy on the model (`kvlab:model:policies`), the levers and the heads' budgets.
+//   policy on the model (`kvlab:model:policies`), the levers and the heads' budgets;
+// * section 3b's trade-off on the model, one point (a run of the model) per request
+//   (`kvlab:model:sweep`), all curves measured again after a change of the bits.
 
 import { launch, open, settle, urlWith } from '../tests/e2e/helpers.mjs';
 import { flags } from './cli.mjs';
@@ -104,6 +106,20 @@ for (let i = 0; i < o.n; i += 1) {
   await settle(page);
 }
 const offScreenFrames = await entries('kvlab:frame');
+// Section 3b on screen: its model trade-off, a point (one run of the model) per request, with
+// the bits changed so that every curve is measured again.
+await page.locator('#compare').scrollIntoViewIfNeeded();
+await settle(page);
+await clear();
+await page.evaluate(() => {
+  performance.clearMarks('kvlab:model:swept');
+  const c = document.querySelector('[data-key="bits"]');
+  c.value = '3';
+  c.dispatchEvent(new Event('input', { bubbles: true }));
+  c.dispatchEvent(new Event('change', { bubbles: true }));
+});
+await page.waitForFunction(() => performance.getEntriesByName('kvlab:model:swept').length > 0, null, { timeout: 120_000 });
+const sweepPoints = await entries('kvlab:model:sweep');
 const build = await page.evaluate(() => document.body.dataset.build ?? '');
 console.log(`kvlab model benchmark: prompt ${PROMPT.length} bytes (256 tokens: prefill 192, 64 evaluated), n ${o.n}${build ? `, ${build} build` : ''}`);
 line('run: click -> painted', runs, 150);
@@ -115,4 +131,5 @@ line('policies table (9 runs)', policies);
 line('levers (3 runs)', levers);
 line('heads\' budgets (2 runs)', allocation);
 line('B, section 5 off screen: -> painted', offScreenFrames);
+line('3b model trade-off, one point', sweepPoints);
 await close();
