@@ -480,6 +480,8 @@ const QUANT: Affects = Affects::Only(&[
     Section::Model,
 ]);
 const QUANT_ONLY: Affects = Affects::Only(&[Section::Quant]);
+// (KIVI's settings: section 2's panel, and section 5's KIVI row on the model)
+const KIVI: Affects = Affects::Only(&[Section::Quant, Section::Model]);
 const SELECT: Affects = Affects::Only(&[
     Section::Select,
     Section::Budget,
@@ -540,13 +542,13 @@ settings! {
     /// `0` = every policy sees and is judged on all rows. Below `S`.
     future: usize = 16, Rule::Int(0, MAX_STEPS as u64 - 1), COMPARE;
     /// KIVI key bits.
-    kivi_kbits: u8 = 2, Rule::Int(1, 16), QUANT_ONLY;
+    kivi_kbits: u8 = 2, Rule::Int(1, 16), KIVI;
     /// KIVI value bits.
-    kivi_vbits: u8 = 2, Rule::Int(1, 16), QUANT_ONLY;
+    kivi_vbits: u8 = 2, Rule::Int(1, 16), KIVI;
     /// KIVI group size (tokens per key group, channels per value group).
-    kivi_group: usize = 32, Rule::Int(1, 4096), QUANT_ONLY;
+    kivi_group: usize = 32, Rule::Int(1, 4096), KIVI;
     /// KIVI full-precision residual window R (most recent tokens).
-    kivi_residual: usize = 128, Rule::Int(0, MAX), QUANT_ONLY;
+    kivi_residual: usize = 128, Rule::Int(0, MAX), KIVI;
     /// How the real model's heads share the budget: `B` each, or `B x heads` per layer by
     /// their score mass (Ada-KV).
     heads_budget: HeadBudget = HeadBudget::Uniform, Rule::Named, MODEL;

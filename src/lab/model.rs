@@ -3,6 +3,7 @@
 //! settings) and what came back to draw ([`ModelView`]).
 
 use super::{accounting, policies_of, Lab};
+use crate::kivi::KiviConfig;
 use crate::lm::compress::{Allocation, CacheSpec, Keep, Sampling};
 use crate::policy::Policy;
 use crate::state::{Decoding, HeadBudget, Method, Settings};
@@ -28,6 +29,9 @@ pub struct ModelSpecs {
     pub policies: Vec<NamedSpec>,
     /// How text is generated.
     pub sampling: Sampling,
+    /// Section 2's KIVI settings, for the model's KIVI row (the value group is capped at a
+    /// head's width where it is measured).
+    pub kivi: KiviConfig,
 }
 
 /// The compressions section 5 measures for `s`.
@@ -87,6 +91,14 @@ pub fn model_specs(s: &Settings) -> ModelSpecs {
                 Decoding::Sample => 0.8,
             },
             seed: 1,
+        },
+        kivi: KiviConfig {
+            key_bits: s.kivi_kbits,
+            key_group: s.kivi_group.max(1),
+            value_bits: s.kivi_vbits,
+            value_group: s.kivi_group.max(1),
+            residual: s.kivi_residual,
+            meta: s.meta,
         },
     }
 }

@@ -164,6 +164,12 @@ test('section 5 measures the model under the page\'s compression, and its words 
   const free = Math.min(perBits, perTokens) <= 0;
   assert.match(await page.locator('[data-figure="model-verdict"]').textContent(),
     new RegExp(`^On the model, ${pulled} ${free ? 'did not raise the KL' : 'adds less KL'}`));
+  // KIVI has its row, driven by section 2's KIVI controls: at 16 bits it loses nothing.
+  const kivi2 = await cell(page, 'kivi', 0);
+  assert.ok(kivi2 > 0, `KIVI-2: KL ${kivi2}`);
+  await set(page, 'kivi_kbits', 16);
+  await set(page, 'kivi_vbits', 16);
+  assert.ok(await cell(page, 'kivi', 0) < 1e-6, 'KIVI at 16 bits');
   // More tokens kept: less KL; every token and 16 bits: nothing lost, the same text.
   await set(page, 'budget', 128);
   const loose = await figure(page, 'model-kl');

@@ -543,13 +543,18 @@ mod web {
         }
 
         /// Section 5's table: every policy and the two sink cases at the page's `B` and
-        /// quantization, as JSON ([`kvlab_io::model_report::PolicyRow`]s).
+        /// quantization, then KIVI with section 2's KIVI settings, as JSON ([`kvlab_io::model_report::PolicyRow`]s).
         pub fn policies(&self, settings: &str) -> Result<String, JsValue> {
             let (lm, run, tokens, specs) = self.measured(settings)?;
             let named: Vec<_> = specs.policies.iter().map(|n| (n.name, &n.spec)).collect();
-            json(Ok::<_, String>(kvlab_io::model_report::policy_rows(
-                lm, run, tokens, &named,
-            )))
+            let mut rows = kvlab_io::model_report::policy_rows(lm, run, tokens, &named);
+            rows.push(kvlab_io::model_report::kivi_row(
+                lm,
+                run,
+                tokens,
+                &specs.kivi,
+            ));
+            json(Ok::<_, String>(rows))
         }
 
         /// Point `point` of the trade-off chart's curve `index` (in the order of section 5's

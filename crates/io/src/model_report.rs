@@ -2,9 +2,10 @@
 //! page, as JSON): the quality under the page's compression, every policy at the same budget,
 //! the two levers in one currency, the heads' budgets, and text from both caches.
 
+use kvlab_core::kivi::KiviConfig;
 use kvlab_core::lm::compress::{
-    first_difference, generate, lever_cost, levers, quality, Allocation, CacheSpec, EvalError,
-    Keep, LeverCost, Protocol, Quality, Sampling,
+    first_difference, generate, kivi_quality, lever_cost, levers, quality, Allocation, CacheSpec,
+    EvalError, Keep, LeverCost, Protocol, Quality, Sampling,
 };
 use kvlab_core::lm::{Lm, LmRun};
 use kvlab_core::policy::Policy;
@@ -195,19 +196,26 @@ pub const GENERATED: usize = 64;
 pub fn policy_rows(lm: &Lm, run: &LmRun, tokens: &[u8], policies: &[Named<'_>]) -> Vec<PolicyRow> {
     policies
         .iter()
-        .map(|&(name, spec)| {
-            let q = quality(lm, run, tokens, spec);
-            let q = q.as_ref();
-            PolicyRow {
-                name: name.to_string(),
-                kl: q.ok().map(Quality::mean_kl),
-                top1: q.ok().map(Quality::top1_rate),
-                nll: q.ok().filter(|q| !q.nll.is_empty()).map(Quality::mean_nll),
-                bytes: q.ok().map(|q| q.bytes),
-                error: q.err().map(ToString::to_string),
-            }
-        })
+        .map(|&(name, spec)| row(name, quality(lm, run, tokens, spec)))
         .collect()
+}
+
+/// The table's row of KIVI with `kivi` (every token kept, K per channel and V per token, the
+/// residual in full precision), named `kivi`.
+pub fn kivi_row(lm: &Lm, run: &LmRun, tokens: &[u8], kivi: &KiviConfig) -> PolicyRow {
+    row("kivi", kivi_quality(lm, run, tokens, kivi))
+}
+
+fn row(name: &str, q: Result<Quality, EvalError>) -> PolicyRow {
+    let q = q.as_ref();
+    PolicyRow {
+        name: name.to_string(),
+        kl: q.ok().map(Quality::mean_kl),
+        top1: q.ok().map(Quality::top1_rate),
+        nll: q.ok().filter(|q| !q.nll.is_empty()).map(Quality::mean_nll),
+        bytes: q.ok().map(|q| q.bytes),
+        error: q.err().map(ToString::to_string),
+    }
 }
 
 /// `spec` with `B` in every head against `B x heads` per layer shared by score mass, with the

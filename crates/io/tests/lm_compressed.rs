@@ -209,3 +209,40 @@ fn the_trade_off_sweep_saves_more_as_the_budget_falls_and_is_exact_at_the_prefil
         }
     }
 }
+
+#[test]
+fn kivi_on_the_model_is_exact_untouched_and_costs_more_at_two_bits_than_four() {
+    use kvlab_core::kivi::KiviConfig;
+    use kvlab_core::lm::compress::kivi_quality;
+    let (lm, ps) = setup();
+    let kivi = |bits: u8, residual: usize| {
+        let cfg = KiviConfig {
+            key_bits: bits,
+            value_bits: bits,
+            key_group: 32,
+            value_group: 32,
+            residual,
+            meta: MetaDtype::F16,
+        };
+        let qs: Vec<Quality> = ps
+            .iter()
+            .map(|(t, run)| kivi_quality(&lm, run, t, &cfg).expect("KIVI's settings are valid"))
+            .collect();
+        let kl = qs.iter().map(Quality::mean_kl).sum::<f64>() / qs.len() as f64;
+        (kl, qs[0].bytes, qs[0].bytes_full)
+    };
+    // The residual holds the whole prefill (192): nothing is quantized, the full cache's bytes.
+    let (kl, bytes, full) = kivi(2, 192);
+    assert!(kl < 1e-9, "residual = P: KL {kl:e}");
+    assert_eq!(bytes, full);
+    // 16 bits everywhere: exact to the quantizer's rounding.
+    let (kl, ..) = kivi(16, 0);
+    assert!(kl < 1e-6, "16 bits: KL {kl:e}");
+    let (two, two_bytes, _) = kivi(2, 32);
+    let (four, four_bytes, _) = kivi(4, 32);
+    if std::env::var_os("KVLAB_SHOW").is_some() {
+        println!("KIVI-2 r 32: KL {two:e}, {two_bytes} B; KIVI-4: KL {four:e}, {four_bytes} B; full {full} B");
+    }
+    assert!(two > four, "KIVI-2 KL {two:e} against KIVI-4 {four:e}");
+    assert!(two_bytes < four_bytes && four_bytes < full);
+}

@@ -11,6 +11,7 @@
 
 use super::{log_softmax_at, KvCache, Lm, LmError, LmRun};
 use crate::budget::{self, BudgetError, Compression, IndexKind, ModelConfig, QuantAccounting};
+use crate::kivi::KiviConfig;
 use crate::policy::{policy_scores, select_with, Policy, PolicyError};
 use crate::quant::{quantize, QuantConfig, QuantError};
 use crate::rng::Xoshiro256;
@@ -484,7 +485,92 @@ pub fn quality(
     }
     let protocol = Protocol::of(t)?;
     let p = protocol.prefill;
-    let Compressed { mut cache, kept } = compress(run, p, spec)?;
+    let compressed = compress(run, p, spec)?;
+    let (bytes, bytes_full) = cache_bytes(run, p, spec, &compressed.kept)?;
+    evaluate(lm, run, tokens, protocol, compressed, (bytes, bytes_full))
+}
+
+/// The model's quality under KIVI (section 2's streaming quantizer, beyond the note): every
+/// prefill token kept; in every head the keys quantized per channel in groups of `key_group`
+/// tokens and the values per token in groups of `value_group` channels (capped at the head's
+/// width), except the last `residual` prefill tokens (and a last partial key group), which stay
+/// in full precision. The bytes are KIVI's accounting of the prefill cache.
+pub fn kivi_quality(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    kivi: &KiviConfig,
+) -> Result<Quality, EvalError> {
+    let t = tokens.len();
+    if run.logits.rows() != t {
+        return Err(EvalError::Mismatch {
+            run: run.logits.rows(),
+            tokens: t,
+        });
+    }
+    let protocol = Protocol::of(t)?;
+    let p = protocol.prefill;
+    let full = compress(run, p, &CacheSpec::full())?;
+    let hd = full.cache.head_dim;
+    let cfg = KiviConfig {
+        value_group: kivi.value_group.min(hd).max(1),
+        ..*kivi
+    };
+    // (KIVI's rule for which tokens are quantized, `KiviConfig::quantized_tokens`, with the
+    // quantizer the policies' rows use: `kivi_quantize` would bring its error statistics into
+    // the model's module, 8 kB gzip)
+    let (n_k, n_v) = cfg.quantized_tokens(p);
+    let mut cache = full.cache;
+    for (ks, vs) in cache.keys.iter_mut().zip(cache.values.iter_mut()) {
+        for (k, v) in ks.iter_mut().zip(vs.iter_mut()) {
+            quantize_leading(k, n_k, hd, &cfg.key_quant(), "keys")?;
+            quantize_leading(v, n_v, hd, &cfg.value_quant(), "values")?;
+        }
+    }
+    let model = model_config(run);
+    let b = budget::breakdown(&model, &cfg.compression(p as u64, p as u64))?;
+    let compressed = Compressed {
+        cache,
+        kept: full.kept,
+    };
+    evaluate(lm, run, tokens, protocol, compressed, (b.m_final, b.m_fp))
+}
+
+/// The first `n` rows of `rows` (`hd` wide) quantized with `q` and de-quantized, in place.
+fn quantize_leading(
+    rows: &mut [f32],
+    n: usize,
+    hd: usize,
+    q: &QuantConfig,
+    what: &'static str,
+) -> Result<(), EvalError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let head = &mut rows[..n * hd];
+    let x = Matrix::new(n, hd, head.to_vec()).map_err(|e| EvalError::Policy(e.into()))?;
+    let quantized = quantize(&x, q).map_err(|error| EvalError::Quant {
+        what,
+        rows: n,
+        cols: hd,
+        error,
+    })?;
+    head.copy_from_slice(quantized.dequantize().data());
+    Ok(())
+}
+
+/// Reads the evaluated tokens under `compressed` and compares each prediction with the full
+/// cache's.
+fn evaluate(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    protocol: Protocol,
+    compressed: Compressed,
+    (bytes, bytes_full): (u64, u64),
+) -> Result<Quality, EvalError> {
+    let p = protocol.prefill;
+    let Compressed { mut cache, kept } = compressed;
     let logits = lm.extend(&mut cache, &tokens[p..])?;
     let vocab = lm.config().vocab;
     let (mut kl, mut top1, mut nll_full, mut nll) = (vec![], vec![], vec![], vec![]);
@@ -497,7 +583,6 @@ pub fn quality(
             nll.push(-log_softmax_at(row, usize::from(next)));
         }
     }
-    let (bytes, bytes_full) = cache_bytes(run, p, spec, &kept)?;
     Ok(Quality {
         protocol,
         kl,
