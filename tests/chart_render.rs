@@ -1288,6 +1288,45 @@ fn mass_retained_line_mean_and_gaps() {
 // ---------------------------------------------------------------- tradeoff
 
 #[test]
+fn a_log_scale_tradeoff_reaches_down_to_a_ratio_below_one() {
+    // 16-bit codes with their scales can take more bytes than fp16: a curve reaching R_overall
+    // 0.5 moves the axis's left end below 1, so a ratio of 1 is no longer at the left edge
+    // (the 0.5 was clamped onto 1 there).
+    let style = ChartStyle::light();
+    let a = [(0.5, 0.0), (10.0, 0.05), (100.0, 0.1)];
+    let curves = [TradeoffCurve {
+        label: "A",
+        points: &a,
+    }];
+    let view = TradeoffView {
+        title: "KL",
+        x_label: "R_overall",
+        y_label: "KL",
+        curves: &curves,
+        current: Some((1.0, 0.0)),
+        current_label: "current setting",
+        log_x: true,
+        y_top: Some(0.2),
+    };
+    let (svg, rect) = render("tradeoff-log-low", (600, 320), |root| {
+        tradeoff(root, &view, &style).unwrap()
+    });
+    let fg = hex(style.foreground);
+    let ring = parse(&svg)
+        .into_iter()
+        .filter(|e| e.tag == "circle" && e.stroke() == fg && e.fill() == "none")
+        .find(|e| e.num("cy") >= f64::from(rect.y))
+        .expect("the ring in the plot");
+    let (lo, hi) = ((0.5f64 / 1.02).log10(), 102f64.log10());
+    let want_x = f64::from(rect.x) + (0.0 - lo) / (hi - lo) * f64::from(rect.w - 1);
+    assert!(
+        (ring.num("cx") - want_x).abs() <= 1.5,
+        "cx {} against {want_x}",
+        ring.num("cx")
+    );
+}
+
+#[test]
 fn a_tradeoff_curve_past_the_palette_is_dashed_in_the_plot_and_the_legend() {
     // Eight curves, seven colours: the eighth reuses the first's colour, dashed.
     let style = ChartStyle::light();

@@ -232,7 +232,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
     }
   }
 
-  // The model's trade-off curves measured so far (`modelPart` 'sweep', a policy at a time) and
+  // The model's trade-off curves measured so far (`modelPart` 'sweep', a point at a time) and
   // the settings they were measured with: every control that changes a curve (B moves only
   // the ring, so a drag of B keeps them).
   let sweep = { key: null, curves: [] };

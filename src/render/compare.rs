@@ -179,7 +179,9 @@ pub struct TradeoffView<'a> {
     pub y_top: Option<f64>,
 }
 
-/// Draw the trade-off: x is linear from 1 to the largest finite x, y spans `[0, 1]`.
+/// Draw the trade-off: x from 1 to the largest finite x, linear, or on a log scale with
+/// `log_x` (from the smallest x where one is below 1: 16-bit codes with their scales can take
+/// more bytes than fp16); y from 0 to `y_top` (1 by default).
 pub fn tradeoff<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     view: &TradeoffView,
@@ -207,17 +209,22 @@ pub fn tradeoff<DB: DrawingBackend>(
         });
     }
     let body = begin(root, style, view.title, &legend)?;
-    // (on a log scale the plot's x is log10 of the ratio; every ratio here is at least 1)
-    let fx = |x: f64| if view.log_x { x.max(1.0).log10() } else { x };
-    let x_hi = view
-        .curves
-        .iter()
-        .flat_map(|c| c.points.iter().map(|p| p.0))
-        .chain(view.current.map(|p| p.0))
-        .filter(|x| x.is_finite())
-        .fold(1.0f64, f64::max);
+    let xs = || {
+        view.curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.0))
+            .chain(view.current.map(|p| p.0))
+            .filter(|x| x.is_finite())
+    };
+    // (on a log scale the plot's x is log10 of the ratio, from the smallest positive one)
+    let lowest = match xs().filter(|&x| x > 0.0).fold(1.0f64, f64::min) {
+        m if view.log_x && m < 1.0 => m / 1.02,
+        _ => 1.0,
+    };
+    let fx = |x: f64| if view.log_x { x.max(lowest).log10() } else { x };
+    let x_hi = xs().fold(1.0f64, f64::max);
     let x_hi = if x_hi > 1.0 { x_hi * 1.02 } else { 2.0 };
-    let (x_lo, x_hi) = (fx(1.0), fx(x_hi));
+    let (x_lo, x_hi) = (fx(lowest), fx(x_hi));
     let y_top = view
         .y_top
         .filter(|y| y.is_finite() && *y > 0.0)

@@ -59,7 +59,7 @@ export function writeCompare(c, s, ctx) {
       if (td.textContent !== text) td.textContent = text;
     });
   });
-  writeCompareModel(ctx.model ?? null, ctx);
+  writeCompareModel(ctx.model ?? null);
 }
 
 const MODEL_COLS = ['model-kl', 'model-top1'];
@@ -67,9 +67,10 @@ const MODEL_COLS = ['model-kl', 'model-top1'];
 /**
  * The real model's columns of the policy table and its trade-off chart, shown while the model is
  * the data (`model`: `{rows, stale}`, `rows` section 5's policies on the model, null until they
- * are measured; `model` null: hidden). The cells say "…" until the model's rows arrive.
+ * are measured; `model` null: hidden). The cells say "…" until the model's rows arrive, and are
+ * dimmed while they belong to an earlier setting.
  */
-export function writeCompareModel(model, ctx) {
+export function writeCompareModel(model) {
   const on = model !== null;
   const show = (el) => {
     if (el.hidden === on) el.hidden = !on;
