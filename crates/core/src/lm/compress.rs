@@ -469,13 +469,8 @@ fn cache_bytes(
     Ok((b.m_final, b.m_fp))
 }
 
-/// The model's quality under `spec` on `tokens` (BOS first), whose full forward is `run`.
-pub fn quality(
-    lm: &Lm,
-    run: &LmRun,
-    tokens: &[u8],
-    spec: &CacheSpec,
-) -> Result<Quality, EvalError> {
+/// The protocol for `tokens`, once `run` is known to be their forward.
+fn protocol_of(run: &LmRun, tokens: &[u8]) -> Result<Protocol, EvalError> {
     let t = tokens.len();
     if run.logits.rows() != t {
         return Err(EvalError::Mismatch {
@@ -483,7 +478,17 @@ pub fn quality(
             tokens: t,
         });
     }
-    let protocol = Protocol::of(t)?;
+    Protocol::of(t)
+}
+
+/// The model's quality under `spec` on `tokens` (BOS first), whose full forward is `run`.
+pub fn quality(
+    lm: &Lm,
+    run: &LmRun,
+    tokens: &[u8],
+    spec: &CacheSpec,
+) -> Result<Quality, EvalError> {
+    let protocol = protocol_of(run, tokens)?;
     let p = protocol.prefill;
     let compressed = compress(run, p, spec)?;
     let (bytes, bytes_full) = cache_bytes(run, p, spec, &compressed.kept)?;
@@ -501,14 +506,7 @@ pub fn kivi_quality(
     tokens: &[u8],
     kivi: &KiviConfig,
 ) -> Result<Quality, EvalError> {
-    let t = tokens.len();
-    if run.logits.rows() != t {
-        return Err(EvalError::Mismatch {
-            run: run.logits.rows(),
-            tokens: t,
-        });
-    }
-    let protocol = Protocol::of(t)?;
+    let protocol = protocol_of(run, tokens)?;
     let p = protocol.prefill;
     let full = compress(run, p, &CacheSpec::full())?;
     let hd = full.cache.head_dim;
