@@ -1287,28 +1287,22 @@ fn mass_retained_line_mean_and_gaps() {
 
 // ---------------------------------------------------------------- tradeoff
 
-#[test]
-fn a_log_scale_tradeoff_reaches_down_to_a_ratio_below_one() {
-    // 16-bit codes with their scales can take more bytes than fp16: a curve reaching R_overall
-    // 0.5 moves the axis's left end below 1, so a ratio of 1 is no longer at the left edge
-    // (the 0.5 was clamped onto 1 there).
+/// One curve `points` and the ring at `current` on a log-x trade-off with y up to 0.2 (the
+/// model's): the SVG, the plot's rectangle and the ring drawn in it.
+fn log_tradeoff(name: &str, points: &[(f64, f64)], current: (f64, f64)) -> (String, PixelRect, El) {
     let style = ChartStyle::light();
-    let a = [(0.5, 0.0), (10.0, 0.05), (100.0, 0.1)];
-    let curves = [TradeoffCurve {
-        label: "A",
-        points: &a,
-    }];
+    let curves = [TradeoffCurve { label: "A", points }];
     let view = TradeoffView {
         title: "KL",
         x_label: "R_overall",
         y_label: "KL",
         curves: &curves,
-        current: Some((1.0, 0.0)),
+        current: Some(current),
         current_label: "current setting",
         log_x: true,
         y_top: Some(0.2),
     };
-    let (svg, rect) = render("tradeoff-log-low", (600, 320), |root| {
+    let (svg, rect) = render(name, (600, 320), |root| {
         tradeoff(root, &view, &style).unwrap()
     });
     let fg = hex(style.foreground);
@@ -1317,6 +1311,19 @@ fn a_log_scale_tradeoff_reaches_down_to_a_ratio_below_one() {
         .filter(|e| e.tag == "circle" && e.stroke() == fg && e.fill() == "none")
         .find(|e| e.num("cy") >= f64::from(rect.y))
         .expect("the ring in the plot");
+    (svg, rect, ring)
+}
+
+#[test]
+fn a_log_scale_tradeoff_reaches_down_to_a_ratio_below_one() {
+    // 16-bit codes with their scales can take more bytes than fp16: a curve reaching R_overall
+    // 0.5 moves the axis's left end below 1, so a ratio of 1 is no longer at the left edge
+    // (the 0.5 was clamped onto 1 there).
+    let (_, rect, ring) = log_tradeoff(
+        "tradeoff-log-low",
+        &[(0.5, 0.0), (10.0, 0.05), (100.0, 0.1)],
+        (1.0, 0.0),
+    );
     let (lo, hi) = ((0.5f64 / 1.02).log10(), 102f64.log10());
     let want_x = f64::from(rect.x) + (0.0 - lo) / (hi - lo) * f64::from(rect.w - 1);
     assert!(
@@ -1369,31 +1376,11 @@ fn a_tradeoff_curve_past_the_palette_is_dashed_in_the_plot_and_the_legend() {
 #[test]
 fn a_log_scale_tradeoff_places_ratios_by_their_logarithm_and_y_up_to_its_top() {
     // The model's trade-off: KL (nats, up to y_top) against R_overall on a log axis.
-    let style = ChartStyle::light();
-    let a = [(1.0, 0.0), (10.0, 0.05), (100.0, 0.1)];
-    let curves = [TradeoffCurve {
-        label: "A",
-        points: &a,
-    }];
-    let view = TradeoffView {
-        title: "KL",
-        x_label: "R_overall",
-        y_label: "KL",
-        curves: &curves,
-        current: Some((10.0, 0.1)),
-        current_label: "current setting",
-        log_x: true,
-        y_top: Some(0.2),
-    };
-    let (svg, rect) = render("tradeoff-log", (600, 320), |root| {
-        tradeoff(root, &view, &style).unwrap()
-    });
-    let fg = hex(style.foreground);
-    let ring = parse(&svg)
-        .into_iter()
-        .filter(|e| e.tag == "circle" && e.stroke() == fg && e.fill() == "none")
-        .find(|e| e.num("cy") >= f64::from(rect.y))
-        .expect("the ring in the plot");
+    let (svg, rect, ring) = log_tradeoff(
+        "tradeoff-log",
+        &[(1.0, 0.0), (10.0, 0.05), (100.0, 0.1)],
+        (10.0, 0.1),
+    );
     // x spans log10(1) ..= log10(1.02 * 100): 10 sits at 1 / log10(102) of the width, not at
     // 9 / 101 as on a linear axis; y = 0.1 is half of the top 0.2.
     let want_x = f64::from(rect.x) + 1.0 / 102f64.log10() * f64::from(rect.w - 1);
