@@ -394,8 +394,8 @@ function tookModel(model) {
 
 /**
  * Section 3b's trade-off on the model, after section 5's details and while section 3b is on
- * screen (it starts when the section comes on screen): one point per request (a run of the
- * model, 10-20 ms), so a change waits behind one at most; the chart is redrawn as each curve is
+ * screen (it starts when the section comes on screen): one point per request (one run of the
+ * model), so a change waits behind one at most; the chart is redrawn as each curve is
  * complete. While the controls that change the curves rest, the engine answers from what it has.
  */
 function sweepModel(asked) {
@@ -1011,7 +1011,7 @@ async function flush() {
     const spec = drawSpec([...charts, ...[...app.stale].filter((c) => app.visible.has(c))]);
     const defer = !app.compareVisible;
     const later = deferOffScreen(spec, defer);
-    // (the model's quality, 10-20 ms, only while section 5 or 3b is on screen: a drag
+    // (the model's quality, one run of it, only while section 5 or 3b is on screen: a drag
     // elsewhere does not pay for it; the catch-up measures it when the controls rest)
     const reply = await request('update', {
       settings, draw: spec, defer, deferLever: !app.leversVisible, measureModel: modelWanted(),

@@ -515,8 +515,8 @@ pub fn kivi_quality(
         ..*kivi
     };
     // (KIVI's rule for which tokens are quantized, `KiviConfig::quantized_tokens`, with the
-    // quantizer the policies' rows use: `kivi_quantize` would bring its error statistics into
-    // the model's module, 8 kB gzip)
+    // quantizer the policies' rows use: `kivi_quantize` would bring its error statistics, which
+    // the model does not need, into the model's on-demand module)
     let (n_k, n_v) = cfg.quantized_tokens(p);
     let mut cache = full.cache;
     for (ks, vs) in cache.keys.iter_mut().zip(cache.values.iter_mut()) {

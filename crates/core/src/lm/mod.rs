@@ -586,9 +586,9 @@ fn layer_norm(x: &[f32], d: usize, (w, b): &(Vec<f32>, Vec<f32>), eps: f32) -> V
 }
 
 /// GELU, tanh form (candle's `gelu`), `0.5 x (1 + tanh(y))` written as `x / (1 + e^(-2y))`,
-/// the same function, with [`exp`]: `libm`'s `tanhf` was a quarter of a forward pass in wasm
-/// (12 of 49 ms for 256 bytes, benches/README.md). This form has no cancellation (`1 + tanh(y)`
-/// near -1 loses digits).
+/// the same function, with [`exp`]: `libm`'s `tanhf` is a call per element that does not
+/// vectorise, and was the forward pass's largest cost after the products (benches/README.md).
+/// This form has no cancellation (`1 + tanh(y)` near -1 loses digits).
 fn gelu(x: f32) -> f32 {
     const C: f32 = 0.797_884_6; // sqrt(2/pi)
     x / (1.0 + exp(-2.0 * C * (x + 0.044_715 * x * x * x)))
