@@ -598,8 +598,9 @@ fn gelu(x: f32) -> f32 {
 /// loop of them vectorises, and every platform computes the same bits (Cephes' `expf`: `x = n
 /// ln 2 + r`, `ln 2` split in two for an exact `n ln 2`, a degree-7 polynomial for `e^r`, `2^n`
 /// from the exponent's bits). `x` is clamped to `[-87, 88]`, where `2^n` stays a normal float:
-/// below, `e^x` is under 2e-38 instead of smaller.
-fn exp(x: f32) -> f32 {
+/// below, `e^x` is under 2e-38 instead of smaller. Public for the trainer (`crates/train`),
+/// whose softmax and GELU are this forward pass's, differentiated.
+pub fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
     let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
     let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
