@@ -40,10 +40,12 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<ExitCode> {
         "model" => page(ws, "benches/model.mjs", args)?,
         "core" if args.is_empty() => core(ws)?,
         "wasm" => wasm_kernels(ws, args)?,
+        // (not in "all": it takes a minute of both cores and a release build of candle)
+        "train" => crate::train::bench(ws, args)?,
         other => {
             return Err(format!(
                 "unknown `bench` arguments `{other} {}`: use `bench [all]`, `bench page [ARGS for \
-                 benches/page.mjs]`, `bench model [ARGS for benches/model.mjs]`, `bench core` or `bench wasm [ARGS for benches/wasm.mjs]`",
+                 benches/page.mjs]`, `bench model [ARGS for benches/model.mjs]`, `bench core`, `bench wasm [ARGS for benches/wasm.mjs]` or `bench train [--steps N] [--threads T]`",
                 args.join(" ")
             )
             .into())

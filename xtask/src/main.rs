@@ -37,10 +37,10 @@ commands:
   test              fmt check, clippy, native tests, wasm build + dist, browser tests;
                     ends with one line `N passed, M failed`
   fuzz [--seconds N] [TARGET...]  bounded cargo-fuzz run of each target (default 30 s; nightly)
-  bench [page|model|core|wasm]  performance benchmarks (page in headless Chromium, kernels vs numpy,
-                    kernels in wasm vs native); see benches/README.md
-  train [--steps N] [--seed S]  train the byte-level model from scratch into www/model/ (~30 min
-                    on two cores; never run by test)
+  bench [page|model|core|wasm|train]  performance benchmarks (page in headless Chromium, kernels vs
+                    numpy, kernels in wasm vs native, the trainer against candle); see benches/README.md
+  train [--resume] [OPTIONS]  train the byte-level model into www/model/, checkpointing in
+                    target/train/run/ (--resume continues it; options: docs/model.md; never run by test)
   help              this text";
 
 fn main() -> ExitCode {

@@ -1,5 +1,7 @@
-//! `cargo xtask train [--steps N] [--seed S]`: trains kvlab's byte-level model from scratch and
-//! writes it to `www/model/` (the weights, their card and the held-out slice the tests read).
+//! `cargo xtask train [--resume] [OPTIONS]`: trains kvlab's byte-level model and writes it to
+//! `www/model/` (the weights, their card and the held-out slice the tests read), checkpointing
+//! the run in `target/train/run/` (`--run DIR` to choose) so that `--resume` continues it.
+//! `cargo xtask bench train` measures the trainer against the first one (candle).
 //!
 //! The corpus is the King James Bible of Debian's `bible-kjv-text` 4.38, read out by the
 //! `bible` program of `bible-kjv` 4.38: both packages are downloaded by name and version
@@ -8,27 +10,46 @@
 //! the committed weights.
 
 use crate::{run_status, Result, Workspace};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Debian's packages of the corpus, pinned.
 const PACKAGES: [&str; 2] = ["bible-kjv-text=4.38", "bible-kjv=4.38"];
 
-pub fn run(ws: &Workspace, rest: &[String]) -> Result<()> {
+/// The corpus, prepared when missing.
+fn corpus(ws: &Workspace) -> Result<PathBuf> {
     let dir = ws.target().join("train");
     let corpus = dir.join("kjv.txt");
     if !corpus.is_file() {
         prepare_corpus(ws, &dir, &corpus)?;
     }
-    println!("xtask: training (release build of crates/train; ~30 min on two cores)");
+    Ok(corpus)
+}
+
+pub fn run(ws: &Workspace, rest: &[String]) -> Result<()> {
+    let corpus = corpus(ws)?;
+    let has = |k: &str| rest.iter().any(|a| a == k);
+    println!("xtask: training (release build of crates/train; its probes print as it goes)");
     let mut cmd = ws.cargo();
-    cmd.args(["run", "--release", "-p", "kvlab-train", "--", "--corpus"])
+    cmd.args(["run", "--release", "-p", "kvlab-train", "--", "train", "--corpus"])
+        .arg(&corpus);
+    if !has("--run") {
+        cmd.arg("--run").arg(ws.target().join("train").join("run"));
+    }
+    if !has("--out") {
+        cmd.arg("--out").arg(ws.www().join("model"));
+    }
+    run_status(cmd.args(rest))
+}
+
+pub fn bench(ws: &Workspace, rest: &[String]) -> Result<()> {
+    let corpus = corpus(ws)?;
+    println!("xtask: the trainer against candle's (release build of crates/train)");
+    let mut cmd = ws.cargo();
+    cmd.args(["run", "--release", "-p", "kvlab-train", "--", "bench", "--corpus"])
         .arg(&corpus)
-        .arg("--out")
-        .arg(ws.www().join("model"))
         .args(rest);
     run_status(&mut cmd)
 }
-
 fn prepare_corpus(ws: &Workspace, dir: &Path, corpus: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     println!(

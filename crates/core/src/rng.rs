@@ -42,6 +42,17 @@ impl Xoshiro256 {
         }
     }
 
+    /// The generator's state, to save a run and resume it ([`Xoshiro256::from_state`]).
+    pub fn state(&self) -> [u64; 4] {
+        self.s
+    }
+
+    /// The generator at a saved state; `None` for the all-zero state, which xoshiro never
+    /// reaches (it would yield zeros forever).
+    pub fn from_state(s: [u64; 4]) -> Option<Self> {
+        (s != [0; 4]).then_some(Self { s })
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.s;

@@ -8,7 +8,12 @@
 //! [`checkpoint`] lets a stopped run resume to the same weights.
 
 pub mod adamw;
+pub mod bench;
+pub mod checkpoint;
+pub mod data;
 pub mod grad;
 pub mod mm;
 pub mod params;
+pub mod probes;
 pub mod reference;
+pub mod run;

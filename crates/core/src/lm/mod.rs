@@ -13,6 +13,7 @@
 //! with a (compressed) cache needs; both give the same logits.
 
 pub mod compress;
+pub mod tasks;
 
 use crate::tensor::Matrix;
 use thiserror::Error;
