@@ -30,8 +30,16 @@ pub fn run(ws: &Workspace, rest: &[String]) -> Result<()> {
     let has = |k: &str| rest.iter().any(|a| a == k);
     println!("xtask: training (release build of crates/train; its probes print as it goes)");
     let mut cmd = ws.cargo();
-    cmd.args(["run", "--release", "-p", "kvlab-train", "--", "train", "--corpus"])
-        .arg(&corpus);
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "kvlab-train",
+        "--",
+        "train",
+        "--corpus",
+    ])
+    .arg(&corpus);
     if !has("--run") {
         cmd.arg("--run").arg(ws.target().join("train").join("run"));
     }
@@ -45,9 +53,17 @@ pub fn bench(ws: &Workspace, rest: &[String]) -> Result<()> {
     let corpus = corpus(ws)?;
     println!("xtask: the trainer against candle's (release build of crates/train)");
     let mut cmd = ws.cargo();
-    cmd.args(["run", "--release", "-p", "kvlab-train", "--", "bench", "--corpus"])
-        .arg(&corpus)
-        .args(rest);
+    cmd.args([
+        "run",
+        "--release",
+        "-p",
+        "kvlab-train",
+        "--",
+        "bench",
+        "--corpus",
+    ])
+    .arg(&corpus)
+    .args(rest);
     run_status(&mut cmd)
 }
 fn prepare_corpus(ws: &Workspace, dir: &Path, corpus: &Path) -> Result<()> {

@@ -32,7 +32,13 @@ fn speed(mut times: Vec<f64>, bytes: usize) -> Speed {
 
 /// Times `steps` steps of each trainer (after one untimed), batch `batch` of the model's
 /// context, the hand-written one on `threads` threads. Returns (candle, hand-written).
-pub fn run(corpus: &Corpus, steps: usize, batch: usize, threads: usize, say: &mut dyn FnMut(&str)) -> Result<(Speed, Speed), String> {
+pub fn run(
+    corpus: &Corpus,
+    steps: usize,
+    batch: usize,
+    threads: usize,
+    say: &mut dyn FnMut(&str),
+) -> Result<(Speed, Speed), String> {
     let shape = Shape::MODEL;
     let layout = Layout::new(shape);
     let params = layout.init(&mut Xoshiro256::stream(1, 0));
@@ -57,15 +63,22 @@ pub fn run(corpus: &Corpus, steps: usize, batch: usize, threads: usize, say: &mu
     let bytes = batch * t;
     let e = |e: candle_core::Error| e.to_string();
     let reference = Reference::new(&layout, &params).map_err(e)?;
-    let mut opt = reference.optimizer(settings.adamw, settings.lr_at(0)).map_err(e)?;
+    let mut opt = reference
+        .optimizer(settings.adamw, settings.lr_at(0))
+        .map_err(e)?;
     let mut times = Vec::new();
     for (i, (x, y)) in batches.iter().enumerate() {
         let at = Instant::now();
-        let loss = reference.step(&mut opt, x, y, batch, settings.lr_at(i)).map_err(e)?;
+        let loss = reference
+            .step(&mut opt, x, y, batch, settings.lr_at(i))
+            .map_err(e)?;
         if i > 0 {
             times.push(at.elapsed().as_secs_f64());
         }
-        say(&format!("candle       step {i}: loss {loss:.4}, {:.3} s", at.elapsed().as_secs_f64()));
+        say(&format!(
+            "candle       step {i}: loss {loss:.4}, {:.3} s",
+            at.elapsed().as_secs_f64()
+        ));
     }
     let candle = speed(times, bytes);
     let mut trainer = Trainer::new(layout.clone(), batch, threads);
@@ -79,7 +92,10 @@ pub fn run(corpus: &Corpus, steps: usize, batch: usize, threads: usize, say: &mu
         if i > 0 {
             times.push(at.elapsed().as_secs_f64());
         }
-        say(&format!("hand-written step {i}: loss {loss:.4}, {:.3} s", at.elapsed().as_secs_f64()));
+        say(&format!(
+            "hand-written step {i}: loss {loss:.4}, {:.3} s",
+            at.elapsed().as_secs_f64()
+        ));
     }
     Ok((candle, speed(times, bytes)))
 }

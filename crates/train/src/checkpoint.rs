@@ -80,13 +80,14 @@ pub fn save(path: &Path, header: &Header, params: &[f32], adam: &AdamW) -> std::
 
 /// Reads a checkpoint: its header, the weights and the optimizer's state.
 pub fn load(path: &Path) -> Result<(Header, Vec<f32>, AdamW), String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read the checkpoint {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read the checkpoint {}: {e}", path.display()))?;
     let bad = |why: &str| format!("{} is not a kvlab checkpoint: {why}", path.display());
     if bytes.len() < 16 || &bytes[..8] != MAGIC {
         return Err(bad("it does not start with KVLABCK1"));
     }
-    let hlen = u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| bad("short header"))?) as usize;
+    let hlen =
+        u64::from_le_bytes(bytes[8..16].try_into().map_err(|_| bad("short header"))?) as usize;
     let body = 16usize
         .checked_add(hlen)
         .filter(|&e| e <= bytes.len())

@@ -92,7 +92,13 @@ impl Mixture {
     }
 
     /// A batch: `n` windows as model inputs (`[BOS, w[..t-1]]`) and targets (`w`).
-    pub fn batch(self, text: &[u8], rng: &mut Xoshiro256, n: usize, t: usize) -> (Vec<u8>, Vec<u8>) {
+    pub fn batch(
+        self,
+        text: &[u8],
+        rng: &mut Xoshiro256,
+        n: usize,
+        t: usize,
+    ) -> (Vec<u8>, Vec<u8>) {
         let mut x = Vec::with_capacity(n * t);
         let mut y = Vec::with_capacity(n * t);
         for _ in 0..n {
@@ -202,7 +208,7 @@ mod tests {
         for _ in 0..50 {
             let w = String::from_utf8(facts_window(&text, &mut rng, 256)).unwrap();
             let stated = w.matches("The number of ").count();
-            assert!(stated >= 2 && stated % 2 == 0, "{w}");
+            assert!(stated >= 2 && stated.is_multiple_of(2), "{w}");
         }
     }
 

@@ -134,7 +134,14 @@ impl Workspace {
 
     /// Runs `tokens` (`n` sequences of `t`, row-major) forward, keeping what the backward
     /// pass needs and every position's next-token distribution.
-    pub fn forward(&mut self, params: &[f32], layout: &Layout, rope: &Rope, tokens: &[u8], n: usize) {
+    pub fn forward(
+        &mut self,
+        params: &[f32],
+        layout: &Layout,
+        rope: &Rope,
+        tokens: &[u8],
+        n: usize,
+    ) {
         let s = self.shape;
         let t = self.t;
         assert!(n <= self.cap && tokens.len() == n * t && params.len() == layout.len);
@@ -179,7 +186,8 @@ impl Workspace {
                     let pb = &mut a.p[(sq * h + head) * t * t..][..t * t];
                     let q = View::strided(&a.qkr, sq * t * 2 * d + head * hd, t, hd, 2 * d);
                     let k = View::strided(&a.qkr, sq * t * 2 * d + d + head * hd, t, hd, 2 * d);
-                    let vv = View::strided(&a.qkv, sq * t * 3 * d + 2 * d + head * hd, t, hd, 3 * d);
+                    let vv =
+                        View::strided(&a.qkv, sq * t * 3 * d + 2 * d + head * hd, t, hd, 3 * d);
                     for r0 in (0..t).step_by(BLOCK) {
                         let r1 = (r0 + BLOCK).min(t);
                         matmul(
@@ -288,6 +296,9 @@ impl Workspace {
 
     /// Adds `scale` times the gradient of the summed loss of `targets` (after the forward pass
     /// on the same tokens) into `grad` (laid out as the parameters).
+    // (the forward pass's arguments, the targets, the loss's scale and the output: grouping
+    // them in a struct would only rename them)
+    #[allow(clippy::too_many_arguments)]
     pub fn backward(
         &mut self,
         params: &[f32],
@@ -400,13 +411,16 @@ impl Workspace {
                     let pv = View::new(&a.p[(sq * h + head) * t * t..][..t * t], t, t);
                     let q = View::strided(&a.qkr, sq * t * 2 * d + head * hd, t, hd, 2 * d);
                     let k = View::strided(&a.qkr, sq * t * 2 * d + d + head * hd, t, hd, 2 * d);
-                    let vv = View::strided(&a.qkv, sq * t * 3 * d + 2 * d + head * hd, t, hd, 3 * d);
+                    let vv =
+                        View::strided(&a.qkv, sq * t * 3 * d + 2 * d + head * hd, t, hd, 3 * d);
                     let dav = View::strided(&self.datt, sq * t * d + head * hd, t, hd, d);
                     // dP = dA V^T, only at or below the diagonal's blocks
                     for r0 in (0..t).step_by(BLOCK) {
                         let r1 = (r0 + BLOCK).min(t);
                         matmul(
-                            ViewMut::new(&mut self.dp, t, t).rows_from(r0).top_left(r1 - r0, r1),
+                            ViewMut::new(&mut self.dp, t, t)
+                                .rows_from(r0)
+                                .top_left(r1 - r0, r1),
                             dav.rows_from(r0).top_left(r1 - r0, hd),
                             vv.top_left(r1, hd).t(),
                             false,
@@ -416,9 +430,15 @@ impl Workspace {
                     for r0 in (0..t).step_by(BLOCK) {
                         let r1 = (r0 + BLOCK).min(t);
                         matmul(
-                            ViewMut::strided(&mut self.dqkv, sq * t * 3 * d + 2 * d + head * hd, t, hd, 3 * d)
-                                .rows_from(r0)
-                                .top_left(r1 - r0, hd),
+                            ViewMut::strided(
+                                &mut self.dqkv,
+                                sq * t * 3 * d + 2 * d + head * hd,
+                                t,
+                                hd,
+                                3 * d,
+                            )
+                            .rows_from(r0)
+                            .top_left(r1 - r0, hd),
                             pv.rows_from(r0).t().rows_from(r0).top_left(r1 - r0, t - r0),
                             dav.rows_from(r0),
                             false,
@@ -439,17 +459,29 @@ impl Workspace {
                     for r0 in (0..t).step_by(BLOCK) {
                         let r1 = (r0 + BLOCK).min(t);
                         matmul(
-                            ViewMut::strided(&mut self.dqkr, sq * t * 2 * d + head * hd, t, hd, 2 * d)
-                                .rows_from(r0)
-                                .top_left(r1 - r0, hd),
+                            ViewMut::strided(
+                                &mut self.dqkr,
+                                sq * t * 2 * d + head * hd,
+                                t,
+                                hd,
+                                2 * d,
+                            )
+                            .rows_from(r0)
+                            .top_left(r1 - r0, hd),
                             ds.rows_from(r0).top_left(r1 - r0, r1),
                             k.top_left(r1, hd),
                             false,
                         );
                         matmul(
-                            ViewMut::strided(&mut self.dqkr, sq * t * 2 * d + d + head * hd, t, hd, 2 * d)
-                                .rows_from(r0)
-                                .top_left(r1 - r0, hd),
+                            ViewMut::strided(
+                                &mut self.dqkr,
+                                sq * t * 2 * d + d + head * hd,
+                                t,
+                                hd,
+                                2 * d,
+                            )
+                            .rows_from(r0)
+                            .top_left(r1 - r0, hd),
                             ds.rows_from(r0).t().rows_from(r0).top_left(r1 - r0, t - r0),
                             q.rows_from(r0),
                             false,
@@ -484,7 +516,10 @@ impl Workspace {
         let ge = &mut grad[layout.embed.clone()];
         for (r, &tok) in tokens.iter().enumerate() {
             let tok = usize::from(tok);
-            for (g, &x) in ge[tok * d..(tok + 1) * d].iter_mut().zip(&self.dx[r * d..(r + 1) * d]) {
+            for (g, &x) in ge[tok * d..(tok + 1) * d]
+                .iter_mut()
+                .zip(&self.dx[r * d..(r + 1) * d])
+            {
                 *g += x;
             }
         }
@@ -589,7 +624,15 @@ fn gelu_grad(x: f32) -> f32 {
 }
 
 /// q and k of `qkv` (`N x 3d`) rotated by their positions into `qkr` (`N x 2d`).
-fn rope_forward(qkv: &[f32], qkr: &mut [f32], rope: &Rope, n: usize, t: usize, d: usize, hd: usize) {
+fn rope_forward(
+    qkv: &[f32],
+    qkr: &mut [f32],
+    rope: &Rope,
+    n: usize,
+    t: usize,
+    d: usize,
+    hd: usize,
+) {
     let half = rope.half;
     for r in 0..n * t {
         let pos = r % t;
@@ -612,7 +655,15 @@ fn rope_forward(qkv: &[f32], qkr: &mut [f32], rope: &Rope, n: usize, t: usize, d
 
 /// The transpose of [`rope_forward`]: the rotated gradients in `dqkr` rotated back into the
 /// q and k columns of `dqkv` (its v columns untouched).
-fn rope_backward(dqkr: &[f32], dqkv: &mut [f32], rope: &Rope, n: usize, t: usize, d: usize, hd: usize) {
+fn rope_backward(
+    dqkr: &[f32],
+    dqkv: &mut [f32],
+    rope: &Rope,
+    n: usize,
+    t: usize,
+    d: usize,
+    hd: usize,
+) {
     let half = rope.half;
     for r in 0..n * t {
         let pos = r % t;
@@ -670,7 +721,12 @@ impl Trainer {
 
     /// The mean loss (nats per token) of `tokens`/`targets` (`batch` sequences of the context)
     /// and its gradient with respect to `params`.
-    pub fn loss_and_grad(&mut self, params: &[f32], tokens: &[u8], targets: &[u8]) -> (f64, &[f32]) {
+    pub fn loss_and_grad(
+        &mut self,
+        params: &[f32],
+        tokens: &[u8],
+        targets: &[u8],
+    ) -> (f64, &[f32]) {
         let t = self.layout.shape.context;
         assert_eq!(tokens.len(), self.batch * t);
         let per = self.workspaces[0].cap;

@@ -53,7 +53,11 @@ impl Args {
                 _ => return Err(format!("unexpected argument {k}\n{USAGE}")),
             }
         }
-        Ok(Args { command, pairs, flags })
+        Ok(Args {
+            command,
+            pairs,
+            flags,
+        })
     }
 
     fn take(&mut self, key: &str) -> Option<String> {
@@ -79,7 +83,8 @@ impl Args {
     }
 }
 
-const USAGE: &str = "usage: kvlab-train train --corpus FILE --run DIR [--out DIR] [--resume] [options]
+const USAGE: &str =
+    "usage: kvlab-train train --corpus FILE --run DIR [--out DIR] [--resume] [options]
        kvlab-train export --corpus FILE --run DIR --out DIR
        kvlab-train bench --corpus FILE [--steps N] [--batch B] [--threads T]";
 
@@ -120,11 +125,13 @@ fn cli() -> Result<(), String> {
                     ));
                 }
                 let shape_name = args.take("--shape").unwrap_or_else(|| "model".into());
-                let shape = Shape::named(&shape_name)
-                    .ok_or_else(|| format!("--shape {shape_name}: the shapes are model and small"))?;
+                let shape = Shape::named(&shape_name).ok_or_else(|| {
+                    format!("--shape {shape_name}: the shapes are model and small")
+                })?;
                 let data = args.take("--data").unwrap_or_else(|| "recall".into());
-                let mixture = Mixture::named(&data)
-                    .ok_or_else(|| format!("--data {data}: the mixtures are kjv, textbook and recall"))?;
+                let mixture = Mixture::named(&data).ok_or_else(|| {
+                    format!("--data {data}: the mixtures are kjv, textbook and recall")
+                })?;
                 let steps: usize = args.num("--steps", 12_000)?;
                 let mut adamw = kvlab_train::adamw::AdamWConfig::default();
                 adamw.weight_decay = args.num("--weight-decay", adamw.weight_decay)?;
@@ -180,7 +187,11 @@ fn cli() -> Result<(), String> {
             args.done()?;
             let state = State::load(&dir)?;
             let report = run::export(&state, &corpus, &out)?;
-            say(&format!("kvlab-train: wrote {}: {}", out.display(), report.line()));
+            say(&format!(
+                "kvlab-train: wrote {}: {}",
+                out.display(),
+                report.line()
+            ));
             Ok(())
         }
         "bench" => {

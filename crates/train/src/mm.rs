@@ -199,12 +199,22 @@ mod tests {
         let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos()).collect();
         let want = naive(&a, &b, m, k, n);
         let mut c = vec![0.0; m * n];
-        matmul(ViewMut::new(&mut c, m, n), View::new(&a, m, k), View::new(&b, k, n), false);
+        matmul(
+            ViewMut::new(&mut c, m, n),
+            View::new(&a, m, k),
+            View::new(&b, k, n),
+            false,
+        );
         for (x, y) in c.iter().zip(&want) {
             assert!((x - y).abs() < 1e-5);
         }
         // accumulate doubles it
-        matmul(ViewMut::new(&mut c, m, n), View::new(&a, m, k), View::new(&b, k, n), true);
+        matmul(
+            ViewMut::new(&mut c, m, n),
+            View::new(&a, m, k),
+            View::new(&b, k, n),
+            true,
+        );
         for (x, y) in c.iter().zip(&want) {
             assert!((x - 2.0 * y).abs() < 1e-5);
         }

@@ -163,8 +163,8 @@ impl Layout {
                     // Box-Muller from two uniforms in (0, 1].
                     let u1 = 1.0 - rng.uniform();
                     let u2 = rng.uniform();
-                    *v = ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos() * std)
-                        as f32;
+                    *v =
+                        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos() * std) as f32;
                 }
             } else if name.ends_with(".weight") {
                 slot.fill(1.0);

@@ -42,7 +42,13 @@ impl Reference {
         }
         let n = s.context;
         let mask: Vec<f32> = (0..n * n)
-            .map(|i| if i % n > i / n { f32::NEG_INFINITY } else { 0.0 })
+            .map(|i| {
+                if i % n > i / n {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
             .collect();
         Ok(Reference {
             shape: s,

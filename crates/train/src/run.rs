@@ -75,8 +75,13 @@ impl State {
     /// Saves the run into `dir`.
     pub fn save(&self, dir: &Path) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        checkpoint::save(&dir.join(CHECKPOINT), &self.header, &self.params, &self.adam)
-            .map_err(|e| format!("cannot write the checkpoint in {}: {e}", dir.display()))
+        checkpoint::save(
+            &dir.join(CHECKPOINT),
+            &self.header,
+            &self.params,
+            &self.adam,
+        )
+        .map_err(|e| format!("cannot write the checkpoint in {}: {e}", dir.display()))
     }
 }
 
@@ -97,7 +102,8 @@ pub fn train(
     let mut trainer = Trainer::new(layout.clone(), s.batch, s.threads);
     let probes = Probes::new(corpus, t);
     let mut pws = Workspace::new(s.shape, 1, t);
-    let mut rng = Xoshiro256::from_state(state.header.rng).ok_or("the checkpoint's generator state is zero")?;
+    let mut rng = Xoshiro256::from_state(state.header.rng)
+        .ok_or("the checkpoint's generator state is zero")?;
     let mut log = match dir {
         Some(d) => {
             std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -128,7 +134,7 @@ pub fn train(
         loss_sum += loss;
         loss_n += 1;
         let done = state.header.step;
-        if done % 50 == 0 || done == until {
+        if done.is_multiple_of(50) || done == until {
             let secs = started.elapsed().as_secs_f64();
             let rate = ((done - step_before) * s.batch * t) as f64 / secs.max(1e-9);
             let left = (s.steps - done) as f64 * (s.batch * t) as f64 / rate.max(1e-9);
@@ -143,7 +149,7 @@ pub fn train(
             loss_sum = 0.0;
             loss_n = 0;
         }
-        if done % s.probe_every.max(1) == 0 || done == until {
+        if done.is_multiple_of(s.probe_every.max(1)) || done == until {
             let report = probes.run(&state.params, &layout, &trainer.rope, &mut pws);
             say(&format!("probe {done:6}  {}", report.line()));
             if let Some(f) = log.as_mut() {
@@ -155,7 +161,7 @@ pub fn train(
             reports.push((done, report));
         }
         if let Some(d) = dir {
-            if done % s.checkpoint_every.max(1) == 0 || done == until {
+            if done.is_multiple_of(s.checkpoint_every.max(1)) || done == until {
                 state.save(d)?;
             }
         }
@@ -204,7 +210,8 @@ pub fn export(state: &State, corpus: &Corpus, out: &Path) -> Result<Report, Stri
                 .map_err(|e| io(&e))
         })
         .collect::<Result<_, _>>()?;
-    safetensors::serialize_to_file(views, None, &out.join("model.safetensors")).map_err(|e| io(&e))?;
+    safetensors::serialize_to_file(views, None, &out.join("model.safetensors"))
+        .map_err(|e| io(&e))?;
     std::fs::write(out.join("heldout.txt"), corpus.heldout_slice()).map_err(|e| io(&e))?;
     let reference = Reference::new(&layout, &r16).map_err(|e| io(&e))?;
     let mut references = Vec::new();
@@ -220,7 +227,8 @@ pub fn export(state: &State, corpus: &Corpus, out: &Path) -> Result<Report, Stri
     }
     std::fs::write(
         out.join("reference.json"),
-        serde_json::to_string(&serde_json::json!({ "references": references })).map_err(|e| io(&e))?,
+        serde_json::to_string(&serde_json::json!({ "references": references }))
+            .map_err(|e| io(&e))?,
     )
     .map_err(|e| io(&e))?;
     let c = s.shape;

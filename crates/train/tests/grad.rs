@@ -48,7 +48,7 @@ fn batch(n: usize, t: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn the_gradient_equals_candles_autograd_within_1e_4_relative() {
-    assert!(TINY.context > BLOCK && TINY.context % BLOCK != 0);
+    const { assert!(TINY.context > BLOCK && !TINY.context.is_multiple_of(BLOCK)) };
     let layout = Layout::new(TINY);
     let params = weights(&layout, 3);
     let (x, y) = batch(3, TINY.context, 4);
@@ -58,7 +58,10 @@ fn the_gradient_equals_candles_autograd_within_1e_4_relative() {
     let mut trainer = Trainer::new(layout.clone(), 3, 2);
     assert_eq!(trainer.threads(), 2);
     let (loss, got) = trainer.loss_and_grad(&params, &x, &y);
-    assert!((loss - want_loss).abs() < 1e-5 * want_loss, "loss {loss} vs {want_loss}");
+    assert!(
+        (loss - want_loss).abs() < 1e-5 * want_loss,
+        "loss {loss} vs {want_loss}"
+    );
     for (name, _, r) in &layout.entries {
         let (g, w) = (&got[r.clone()], &want[r.clone()]);
         let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -100,7 +103,9 @@ fn the_forward_pass_equals_kvlabs_own_within_1e_4() {
     let mut ws = Workspace::new(TINY, 2, TINY.context);
     ws.forward(&params, &layout, &Rope::new(&TINY), &x, 2);
     for s in 0..2 {
-        let run = lm.forward(&x[s * TINY.context..(s + 1) * TINY.context]).unwrap();
+        let run = lm
+            .forward(&x[s * TINY.context..(s + 1) * TINY.context])
+            .unwrap();
         for i in 0..TINY.context {
             let row = run.logits.row(i).unwrap();
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -123,7 +128,10 @@ fn the_forward_pass_equals_kvlabs_own_within_1e_4() {
                 for i in 0..TINY.context {
                     for j in 0..TINY.context {
                         let (g, w) = (got[i * TINY.context + j], want.row(i).unwrap()[j]);
-                        assert!((g - w).abs() < 1e-4, "layer {l} head {h} row {i} col {j}: {g} vs {w}");
+                        assert!(
+                            (g - w).abs() < 1e-4,
+                            "layer {l} head {h} row {i} col {j}: {g} vs {w}"
+                        );
                     }
                 }
             }
@@ -145,7 +153,9 @@ fn adamw_steps_as_candles_does() {
     let mut adam = AdamW::new(c, layout.len);
     let mut rng = Xoshiro256::stream(10, 0);
     for lr in [1e-3, 2e-3, 5e-4] {
-        let g: Vec<f32> = (0..layout.len).map(|_| rng.uniform() as f32 - 0.5).collect();
+        let g: Vec<f32> = (0..layout.len)
+            .map(|_| rng.uniform() as f32 - 0.5)
+            .collect();
         adam.step(&mut ours, &g, lr);
         reference.linear_step(&mut opt, &g, lr).unwrap();
     }
@@ -154,5 +164,8 @@ fn adamw_steps_as_candles_does() {
         .iter()
         .zip(&theirs)
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    assert!(err < 1e-6, "after three steps the weights differ by {err:e}");
+    assert!(
+        err < 1e-6,
+        "after three steps the weights differ by {err:e}"
+    );
 }

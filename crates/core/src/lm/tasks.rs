@@ -154,7 +154,9 @@ mod tests {
         assert!(fact.starts_with("The number of ") && fact.ends_with('.'));
         assert!(fact.contains(std::str::from_utf8(answer).unwrap()));
         // the question starts `distance` bytes after the fact and its space
-        let q_start = std::str::from_utf8(&c.bytes).unwrap().rfind("The number of ");
+        let q_start = std::str::from_utf8(&c.bytes)
+            .unwrap()
+            .rfind("The number of ");
         assert_eq!(q_start, Some(c.source.end + 1 + 128));
         assert!(fact_case(TEXT, &mut rng, 100, 128).is_none());
     }
