@@ -42,6 +42,9 @@ impl Corpus {
     }
 }
 
+/// Steps of [`Mixture::Recall`]'s first phase.
+pub const COPY_PHASE: usize = 1000;
+
 /// What a run's windows are made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -50,7 +53,10 @@ pub enum Mixture {
     Kjv,
     /// The textbook copy case: 127 random letters, then the same 127 again.
     Textbook,
-    /// Reasons to look back: 30% text, 40% windows of facts asked for later, 30% copies.
+    /// Reasons to look back: 30% text, 40% windows of facts asked for later, 30% copies; in
+    /// the first [`COPY_PHASE`] steps half the windows are the textbook copy case, which forms
+    /// a copy head within a few hundred steps (docs/model.md) where the sparser mixture alone
+    /// showed none in 1,350 steps.
     Recall,
 }
 
@@ -91,18 +97,24 @@ impl Mixture {
         w
     }
 
-    /// A batch: `n` windows as model inputs (`[BOS, w[..t-1]]`) and targets (`w`).
+    /// The batch of step `step`: `n` windows as model inputs (`[BOS, w[..t-1]]`) and targets
+    /// (`w`).
     pub fn batch(
         self,
         text: &[u8],
         rng: &mut Xoshiro256,
         n: usize,
         t: usize,
+        step: usize,
     ) -> (Vec<u8>, Vec<u8>) {
         let mut x = Vec::with_capacity(n * t);
         let mut y = Vec::with_capacity(n * t);
         for _ in 0..n {
-            let w = self.window(text, rng, t);
+            let w = if self == Mixture::Recall && step < COPY_PHASE && rng.uniform() < 0.5 {
+                Mixture::Textbook.window(text, rng, t)
+            } else {
+                self.window(text, rng, t)
+            };
             x.push(0);
             x.extend_from_slice(&w[..t - 1]);
             y.extend_from_slice(&w);
@@ -155,13 +167,13 @@ fn facts_window(text: &[u8], rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     splice(text, rng, t, &parts)
 }
 
-/// One or two spans (8 to 64 bytes, random letters or a passage of the text) each repeated
-/// later, text around them.
+/// One to three spans (8 to 48 bytes, random letters or a passage of the text) each
+/// repeated later, text around them.
 fn copies_window(text: &[u8], rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
-    let k = 1 + rng.below(2) as usize;
+    let k = 1 + rng.below(3) as usize;
     let spans: Vec<Vec<u8>> = (0..k)
         .map(|_| {
-            let len = 8 + rng.below(57) as usize;
+            let len = 8 + rng.below(41) as usize;
             if rng.uniform() < 0.5 {
                 tasks::letters(rng, len)
             } else {
@@ -215,7 +227,7 @@ mod tests {
     #[test]
     fn a_batch_is_bos_then_the_window_shifted() {
         let mut rng = Xoshiro256::stream(3, 3);
-        let (x, y) = Mixture::Recall.batch(&text(), &mut rng, 2, 256);
+        let (x, y) = Mixture::Recall.batch(&text(), &mut rng, 2, 256, COPY_PHASE);
         assert_eq!((x.len(), y.len()), (512, 512));
         assert_eq!((x[0], x[256]), (0, 0));
         assert_eq!(x[1..256], y[..255]);

@@ -1,0 +1,189 @@
+//! The committed model needs its cache (`www/model/`): it copies a span read far back and
+//! recalls a fact stated far back with its full cache, and loses both when the cache keeps
+//! only its recent tokens. Cases are built by `kvlab_core::lm::tasks` (the trainer's own
+//! templates) from a seed the trainer never used, with new names, numbers and letters, and
+//! filler from the held-out slice. Budgets are per head, each head choosing from its own
+//! attention; the prefill ends where the graded bytes start (the question inside it).
+//! `KVLAB_SHOW=1` prints the measures.
+
+use kvlab_core::lm::compress::{compress, CacheSpec, Keep};
+use kvlab_core::lm::tasks::{self, Case};
+use kvlab_core::lm::Lm;
+use kvlab_core::policy::Policy;
+use kvlab_core::rng::Xoshiro256;
+use kvlab_core::select::Pooling;
+use kvlab_io::lm::{card, load};
+
+/// The tests' seed: the trainer's batches use its run seed's streams, its probes another.
+const SEED: u64 = 0x7E57_CA5E;
+/// Cases per measure.
+const CASES: usize = 32;
+
+fn dir() -> std::path::PathBuf {
+    std::env::var_os("KVLAB_MODEL_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../www/model"),
+        Into::into,
+    )
+}
+
+fn setup() -> (Lm, Vec<u8>) {
+    let d = dir();
+    let c = card(&std::fs::read_to_string(d.join("model.json")).expect("model.json")).expect("card");
+    let lm = load(&c, &std::fs::read(d.join("model.safetensors")).expect("weights")).expect("model");
+    let text = std::fs::read(d.join("heldout.txt")).expect("heldout.txt");
+    (lm, text)
+}
+
+fn show(what: &str) {
+    if std::env::var_os("KVLAB_SHOW").is_some() {
+        println!("{what}");
+    }
+}
+
+/// Whether each graded byte is the argmax of its logits row (`row(k)` predicts byte `k`).
+fn right(case: &Case, row: impl Fn(usize) -> Vec<f32>) -> Vec<bool> {
+    case.answer
+        .clone()
+        .map(|k| {
+            let r = row(k);
+            let best = (0..r.len()).fold(0, |b, j| if r[j] > r[b] { j } else { b });
+            best == usize::from(case.bytes[k])
+        })
+        .collect()
+}
+
+/// The graded bytes' rightness under `spec` (`None`: the full cache). The prompt is the BOS
+/// and the case; the prefill is the tokens before the first graded byte's prediction, so that
+/// whatever asks for the answer (the question, the repeat's first half) is in it.
+fn graded(lm: &Lm, case: &Case, spec: Option<&CacheSpec>) -> Vec<bool> {
+    let mut tokens = vec![0u8];
+    tokens.extend_from_slice(&case.bytes);
+    let run = lm.forward(&tokens).expect("a case fits the context");
+    let vocab = run.logits.cols();
+    match spec {
+        None => right(case, |k| run.logits.row(k).expect("a row").to_vec()),
+        Some(spec) => {
+            // (logits row k, of token k = byte k - 1, predicts byte k)
+            let prefill = case.answer.start;
+            let mut cache = compress(&run, prefill, spec).expect("compress").cache;
+            let logits = lm.extend(&mut cache, &tokens[prefill..]).expect("extend");
+            right(case, |k| logits[(k - prefill) * vocab..(k - prefill + 1) * vocab].to_vec())
+        }
+    }
+}
+
+fn policy_spec(policy: Policy, budget: usize, recent: usize) -> CacheSpec {
+    CacheSpec {
+        keep: Keep::Policy { policy },
+        budget,
+        recent,
+        ..CacheSpec::full()
+    }
+}
+
+fn copy_cases(text: &[u8]) -> Vec<Case> {
+    let mut rng = Xoshiro256::stream(SEED, 1);
+    (0..CASES)
+        .map(|_| {
+            let distance = 128 + rng.below(73) as usize;
+            tasks::copy_case(text, &mut rng, 255, 40, distance).expect("a copy case fits")
+        })
+        .collect()
+}
+
+fn fact_cases(text: &[u8]) -> Vec<Case> {
+    let mut rng = Xoshiro256::stream(SEED, 2);
+    let mut cases = Vec::new();
+    while cases.len() < CASES {
+        // from 128 bytes to as far as 255 bytes allow with the longest names
+        let distance = 128 + rng.below(56) as usize;
+        cases.extend(tasks::fact_case(text, &mut rng, 255, distance));
+    }
+    cases
+}
+
+fn share(v: &[bool]) -> f64 {
+    v.iter().filter(|&&b| b).count() as f64 / v.len().max(1) as f64
+}
+
+/// The share of bytes right over all cases.
+fn byte_rate(lm: &Lm, cases: &[Case], spec: Option<&CacheSpec>) -> f64 {
+    let all: Vec<bool> = cases.iter().flat_map(|c| graded(lm, c, spec)).collect();
+    share(&all)
+}
+
+/// The share of cases with every graded byte right.
+fn case_rate(lm: &Lm, cases: &[Case], spec: Option<&CacheSpec>) -> f64 {
+    let all: Vec<bool> = cases
+        .iter()
+        .map(|c| graded(lm, c, spec).iter().all(|&b| b))
+        .collect();
+    share(&all)
+}
+
+#[test]
+fn it_copies_a_span_read_128_bytes_back_and_not_from_the_recent_window_alone() {
+    let (lm, text) = setup();
+    let cases = copy_cases(&text);
+    let full = byte_rate(&lm, &cases, None);
+    let window = byte_rate(
+        &lm,
+        &cases,
+        Some(&policy_spec(Policy::StreamingLlm { sinks: 0 }, 32, 0)),
+    );
+    show(&format!("copy: full cache {full:.3}, recent window alone (B 32) {window:.3}"));
+    assert!(full >= 0.9, "full cache: {full:.3} of the repeat's second half");
+    assert!(window <= 0.3, "recent window alone at B = 32: {window:.3}");
+}
+
+#[test]
+fn it_recalls_a_fact_stated_128_or_more_bytes_back() {
+    let (lm, text) = setup();
+    let full = case_rate(&lm, &fact_cases(&text), None);
+    show(&format!("facts: full cache {full:.3}"));
+    assert!(full >= 0.9, "full cache: {full:.3} of the facts with all 4 digits right");
+}
+
+#[test]
+fn under_eviction_the_policies_that_read_the_question_keep_the_fact() {
+    let (lm, text) = setup();
+    let cases = fact_cases(&text);
+    let full = case_rate(&lm, &cases, None);
+    let (b, r) = (32, 16);
+    let at = |p: Policy| case_rate(&lm, &cases, Some(&policy_spec(p, b, r)));
+    let snapkv = at(Policy::SnapKv {
+        window: 16,
+        pooling: Pooling::Max { kernel: 7 },
+    });
+    let window = case_rate(
+        &lm,
+        &cases,
+        Some(&policy_spec(Policy::StreamingLlm { sinks: 0 }, b, 0)),
+    );
+    let streaming = case_rate(
+        &lm,
+        &cases,
+        Some(&policy_spec(Policy::StreamingLlm { sinks: 4 }, b, 0)),
+    );
+    let h2o = at(Policy::H2oSum);
+    let tova = at(Policy::Tova);
+    let random = at(Policy::Random { seed: 1 });
+    let oracle = at(Policy::Oracle);
+    show(&format!(
+        "facts at B {b}, r {r}: full {full:.3}, SnapKV {snapkv:.3}, H2O {h2o:.3}, TOVA {tova:.3}, \
+         random {random:.3}, StreamingLLM {streaming:.3}, window alone {window:.3}, oracle {oracle:.3}"
+    ));
+    assert!(snapkv >= 0.8 * full, "SnapKV {snapkv:.3} against the full cache's {full:.3}");
+    assert!(window <= 0.3, "the recent window alone: {window:.3}");
+    assert!(streaming <= 0.3, "StreamingLLM with 4 sinks: {streaming:.3}");
+    for (name, v) in [
+        ("SnapKV", snapkv),
+        ("H2O", h2o),
+        ("TOVA", tova),
+        ("random", random),
+        ("StreamingLLM", streaming),
+        ("the window", window),
+    ] {
+        assert!(oracle >= v, "the oracle {oracle:.3} below {name}'s {v:.3}");
+    }
+}
