@@ -58,7 +58,7 @@ pub fn run(
     let t = shape.context;
     let mut rng = Xoshiro256::stream(1, 1);
     let batches: Vec<(Vec<u8>, Vec<u8>)> = (0..=steps)
-        .map(|_| Mixture::Kjv.batch(&corpus.train, &mut rng, batch, t, 0))
+        .map(|_| Mixture::Kjv.batch(&corpus.train, &mut rng, batch, t))
         .collect();
     let bytes = batch * t;
     let e = |e: candle_core::Error| e.to_string();

@@ -42,21 +42,28 @@ impl Corpus {
     }
 }
 
-/// Steps of [`Mixture::Recall`]'s first phase.
-pub const COPY_PHASE: usize = 1000;
-
 /// What a run's windows are made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mixture {
     /// The King James text alone (the first model's data).
     Kjv,
-    /// The textbook copy case: 127 random letters, then the same 127 again.
+    /// The textbook copy case: 127 random letters, then the same 127 again. The copy is always
+    /// 127 bytes back, so a head that attends 127 positions back solves it without matching
+    /// anything: it forms fast (docs/model.md) and does not copy at other distances.
     Textbook,
-    /// Reasons to look back: 30% text, 40% windows of facts asked for later, 30% copies; in
-    /// the first [`COPY_PHASE`] steps half the windows are the textbook copy case, which forms
-    /// a copy head within a few hundred steps (docs/model.md) where the sparser mixture alone
-    /// showed none in 1,350 steps.
+    /// Random letters with one or two spans (16 to 96 letters) each repeated at a random later
+    /// place: the distance varies, so only a head that matches content (an induction head)
+    /// predicts the repeats.
+    Induction,
+    /// Random letters in segments, each a span of 3 to 24 letters said 2 to 4 times in a row:
+    /// most bytes repeat one from a few bytes back, at a distance that changes from segment to
+    /// segment (short distances give a head that matches content a strong early signal).
+    Repeats,
+    /// Reasons to look back: a quarter each of text, [`Mixture::Induction`]'s dense copies of
+    /// random letters at varied distances (the signal a copy head forms from: the sparser
+    /// mixtures tried first showed none in 1,750 steps, docs/model.md), windows of facts
+    /// asked for later, and copies of letters and text inside the text.
     Recall,
 }
 
@@ -66,6 +73,8 @@ impl Mixture {
         match name {
             "kjv" => Some(Mixture::Kjv),
             "textbook" => Some(Mixture::Textbook),
+            "induction" => Some(Mixture::Induction),
+            "repeats" => Some(Mixture::Repeats),
             "recall" => Some(Mixture::Recall),
             _ => None,
         }
@@ -82,11 +91,35 @@ impl Mixture {
                 w.extend(tasks::letters(rng, t - 2 * half));
                 w
             }
+            Mixture::Induction => {
+                let mut w = tasks::letters(rng, t);
+                for _ in 0..1 + rng.below(2) {
+                    let len = (16 + rng.below(81) as usize).min(t / 2);
+                    let from = rng.below((t - 2 * len + 1) as u64) as usize;
+                    let to = from + len + rng.below((t - from - 2 * len + 1) as u64) as usize;
+                    w.copy_within(from..from + len, to);
+                }
+                w
+            }
+            Mixture::Repeats => {
+                let mut w = Vec::with_capacity(t + 96);
+                while w.len() < t {
+                    let len = 3 + rng.below(22) as usize;
+                    let span = tasks::letters(rng, len);
+                    for _ in 0..2 + rng.below(3) {
+                        w.extend_from_slice(&span);
+                    }
+                }
+                w.truncate(t);
+                w
+            }
             Mixture::Recall => {
                 let r = rng.uniform();
-                if r < 0.3 {
+                if r < 0.25 {
                     tasks::filler(text, rng, t).to_vec()
-                } else if r < 0.7 {
+                } else if r < 0.5 {
+                    Mixture::Induction.window(text, rng, t)
+                } else if r < 0.75 {
                     facts_window(text, rng, t)
                 } else {
                     copies_window(text, rng, t)
@@ -97,24 +130,18 @@ impl Mixture {
         w
     }
 
-    /// The batch of step `step`: `n` windows as model inputs (`[BOS, w[..t-1]]`) and targets
-    /// (`w`).
+    /// A batch: `n` windows as model inputs (`[BOS, w[..t-1]]`) and targets (`w`).
     pub fn batch(
         self,
         text: &[u8],
         rng: &mut Xoshiro256,
         n: usize,
         t: usize,
-        step: usize,
     ) -> (Vec<u8>, Vec<u8>) {
         let mut x = Vec::with_capacity(n * t);
         let mut y = Vec::with_capacity(n * t);
         for _ in 0..n {
-            let w = if self == Mixture::Recall && step < COPY_PHASE && rng.uniform() < 0.5 {
-                Mixture::Textbook.window(text, rng, t)
-            } else {
-                self.window(text, rng, t)
-            };
+            let w = self.window(text, rng, t);
             x.push(0);
             x.extend_from_slice(&w[..t - 1]);
             y.extend_from_slice(&w);
@@ -198,7 +225,13 @@ mod tests {
     fn every_mixture_makes_windows_of_the_length_asked() {
         let text = text();
         let mut rng = Xoshiro256::stream(1, 1);
-        for mix in [Mixture::Kjv, Mixture::Textbook, Mixture::Recall] {
+        for mix in [
+            Mixture::Kjv,
+            Mixture::Textbook,
+            Mixture::Induction,
+            Mixture::Repeats,
+            Mixture::Recall,
+        ] {
             for _ in 0..200 {
                 assert_eq!(mix.window(&text, &mut rng, 256).len(), 256);
             }
@@ -227,7 +260,7 @@ mod tests {
     #[test]
     fn a_batch_is_bos_then_the_window_shifted() {
         let mut rng = Xoshiro256::stream(3, 3);
-        let (x, y) = Mixture::Recall.batch(&text(), &mut rng, 2, 256, COPY_PHASE);
+        let (x, y) = Mixture::Recall.batch(&text(), &mut rng, 2, 256);
         assert_eq!((x.len(), y.len()), (512, 512));
         assert_eq!((x[0], x[256]), (0, 0));
         assert_eq!(x[1..256], y[..255]);

@@ -4,7 +4,7 @@
 //! ```text
 //! kvlab-train train --corpus FILE --run DIR [--out DIR] [--resume] [--steps N] [--seed S]
 //!                   [--batch B] [--threads T] [--shape model|small]
-//!                   [--data kjv|textbook|recall] [--lr PEAK] [--warmup N]
+//!                   [--data kjv|textbook|induction|repeats|recall] [--lr PEAK] [--warmup N]
 //!                   [--weight-decay W] [--probe-every N] [--checkpoint-every N]
 //!                   [--stop-at N]
 //! kvlab-train export --corpus FILE --run DIR --out DIR
@@ -130,7 +130,7 @@ fn cli() -> Result<(), String> {
                 })?;
                 let data = args.take("--data").unwrap_or_else(|| "recall".into());
                 let mixture = Mixture::named(&data).ok_or_else(|| {
-                    format!("--data {data}: the mixtures are kjv, textbook and recall")
+                    format!("--data {data}: the mixtures are kjv, textbook, induction, repeats and recall")
                 })?;
                 let steps: usize = args.num("--steps", 12_000)?;
                 let mut adamw = kvlab_train::adamw::AdamWConfig::default();

@@ -47,6 +47,9 @@ pub struct Report {
     /// Per layer, per head: the share of rows (positions 16+ of the held-out windows) putting
     /// over half their weight on BOS.
     pub sinks: Vec<Vec<f64>>,
+    /// Per layer, per head: the mean weight a row puts on the token just before it (a
+    /// previous-token head, the first half of a copy circuit, puts most of it there).
+    pub previous: Vec<Vec<f64>>,
 }
 
 impl Probes {
@@ -83,6 +86,7 @@ impl Probes {
         let s = layout.shape;
         let t = ws.tokens_per_sequence();
         let mut sinks = vec![vec![0.0; s.heads]; s.layers];
+        let mut previous = vec![vec![0.0; s.heads]; s.layers];
         // held-out loss and sinks: windows of 255 bytes after a BOS, the last input dropped
         // (as the first trainer measured it)
         let w = s.context - 1;
@@ -98,15 +102,18 @@ impl Probes {
                 loss -= f64::from(ws.probs(0, i)[usize::from(y)].max(1e-30)).ln();
                 count += 1;
             }
-            for (l, layer) in sinks.iter_mut().enumerate() {
-                for (h, share) in layer.iter_mut().enumerate() {
+            for (l, (layer, prev)) in sinks.iter_mut().zip(previous.iter_mut()).enumerate() {
+                for (h, (share, p)) in layer.iter_mut().zip(prev.iter_mut()).enumerate() {
                     let a = ws.attention(l, 0, h);
                     *share += (SINK_FROM..t).filter(|&i| a[i * t] > 0.5).count() as f64;
+                    *p += (SINK_FROM..t)
+                        .map(|i| f64::from(a[i * t + i - 1]))
+                        .sum::<f64>();
                 }
             }
             rows += t - SINK_FROM;
         }
-        for share in sinks.iter_mut().flatten() {
+        for share in sinks.iter_mut().chain(previous.iter_mut()).flatten() {
             *share /= rows.max(1) as f64;
         }
         let (copy, _) = graded(&self.copies, params, layout, rope, ws);
@@ -119,6 +126,7 @@ impl Probes {
             fact,
             fact_digits,
             sinks,
+            previous,
         }
     }
 }
@@ -172,13 +180,14 @@ impl Report {
     pub fn line(&self) -> String {
         let pc = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.0}%", 100.0 * v));
         format!(
-            "held-out {:.3}  copy {}  copy127 {}  facts {} (digits {})  sink max {}",
+            "held-out {:.3}  copy {}  copy127 {}  facts {} (digits {})  sink max {}  previous-token max {}",
             self.heldout_loss,
             pc(self.copy),
             pc(self.copy127),
             pc(self.fact),
             pc(self.fact_digits),
-            pc(Some(self.max_sink()))
+            pc(Some(self.max_sink())),
+            pc(Some(self.previous.iter().flatten().copied().fold(0.0, f64::max)))
         )
     }
 }

@@ -125,7 +125,7 @@ pub fn train(
     let mut loss_n = 0usize;
     while state.header.step < until {
         let step = state.header.step;
-        let (x, y) = s.mixture.batch(&corpus.train, &mut rng, s.batch, t, step);
+        let (x, y) = s.mixture.batch(&corpus.train, &mut rng, s.batch, t);
         let (loss, grad) = trainer.loss_and_grad(&state.params, &x, &y);
         state.adam.step(&mut state.params, grad, s.lr_at(step));
         state.header.step += 1;
