@@ -167,7 +167,13 @@ pub(super) fn budget_figures(
     let extrapolated = scoped.breakdown;
     c.selection_copies = scoped.memory.selection_copies;
     let memory = s.memory_gib.saturating_mul(1 << 30);
-    let fit = crate::budget::tokens_that_fit_keeping(&model, &c, memory, keep)?;
+    // (the search counts what the scoped total counts: every copy of K/V, not one)
+    let fit = policy::scoped_tokens_that_fit(&model, &c, memory, keep, scope).map_err(|e| {
+        LabError::Range {
+            field: "scope",
+            message: e.to_string(),
+        }
+    })?;
     let fp = Compression {
         batch: s.batch,
         ..Compression::none(ctx)

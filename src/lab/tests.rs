@@ -1327,6 +1327,44 @@ fn per_query_head_selection_copies_the_cache() {
     assert!(f.budget.extrapolated.r_overall < kv.r_overall);
 }
 
+/// "Context that fits" counts what `M_KV,final` counts in every scope: at the context it
+/// reports, the page's own total fits the memory, and one token more does not (before, per
+/// query head on Llama-3-70B in 80 GiB it said 2,796,192 tokens, whose cache the same page
+/// put at 453 GiB: the search counted one copy of K/V).
+#[test]
+fn the_context_that_fits_fits_in_every_scope() {
+    let mut lab = Lab::new(small()).unwrap();
+    for scope in [Scope::QueryHead, Scope::KvHead, Scope::Layer] {
+        let at = |lab: &mut Lab, context: u64| {
+            lab.update(&Settings {
+                scope,
+                model: "llama-3-70b".into(),
+                memory_gib: 80,
+                context,
+                ..small()
+            })
+            .unwrap()
+            .budget
+            .clone()
+        };
+        let fit = at(&mut lab, 131_072);
+        assert_eq!(fit.context_fit_kind, FitKind::Tokens, "{scope:?}");
+        let memory = 80u64 << 30;
+        let there = at(&mut lab, fit.context_fit);
+        assert!(
+            there.extrapolated.m_final <= memory,
+            "{scope:?}: {} tokens said to fit hold {} bytes",
+            fit.context_fit,
+            there.extrapolated.m_final
+        );
+        let past = at(&mut lab, fit.context_fit + 1);
+        assert!(
+            past.extrapolated.m_final > memory,
+            "{scope:?}: one more token fits too"
+        );
+    }
+}
+
 #[test]
 fn out_of_range_settings_are_refused_not_panicked_on() {
     let mut lab = Lab::new(small()).unwrap();

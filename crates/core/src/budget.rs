@@ -620,28 +620,41 @@ pub fn tokens_that_fit_keeping(
     memory_bytes: u64,
     keep: Keep,
 ) -> Result<Fit, BudgetError> {
-    model.validate()?;
-    let frac = c.t_kept as f64 / c.t_total.max(1) as f64;
-    let bytes = |t: u64| -> Result<Option<u64>, BudgetError> {
-        let kept = match keep {
-            Keep::Fraction => (t as f64 * frac).ceil() as u64,
-            Keep::Tokens => c.t_kept,
-        };
-        match breakdown(
-            model,
-            &Compression {
-                t_total: t,
-                t_kept: kept.clamp(1, t),
-                ..*c
-            },
-        ) {
+    fit_by(model, c, memory_bytes, keep, |c| {
+        match breakdown(model, c) {
             Ok(b) => Ok(Some(b.m_final)),
             Err(BudgetError::Overflow) => Ok(None),
             Err(e) => Err(e),
         }
+    })
+}
+
+/// The search of [`tokens_that_fit_keeping`] over any count of the cache: `m_final(c)` gives
+/// `M_KV,final` of `c` at each context tried (`None` when it overflows the byte count), so that
+/// a count with more in it than [`breakdown`] (a selection scope's copies of K/V,
+/// `policy::scoped_breakdown`) is searched by the same rules and the context it reports is
+/// one whose own `M_KV,final` fits.
+pub fn fit_by<E: From<BudgetError>>(
+    model: &ModelConfig,
+    c: &Compression,
+    memory_bytes: u64,
+    keep: Keep,
+    m_final: impl Fn(&Compression) -> Result<Option<u64>, E>,
+) -> Result<Fit, E> {
+    model.validate()?;
+    let frac = c.t_kept as f64 / c.t_total.max(1) as f64;
+    let bytes = |t: u64| -> Result<Option<u64>, E> {
+        let kept = match keep {
+            Keep::Fraction => (t as f64 * frac).ceil() as u64,
+            Keep::Tokens => c.t_kept,
+        };
+        m_final(&Compression {
+            t_total: t,
+            t_kept: kept.clamp(1, t),
+            ..*c
+        })
     };
-    let fits =
-        |t: u64| -> Result<bool, BudgetError> { Ok(bytes(t)?.is_some_and(|b| b <= memory_bytes)) };
+    let fits = |t: u64| -> Result<bool, E> { Ok(bytes(t)?.is_some_and(|b| b <= memory_bytes)) };
     let found = |tokens, kind| Ok(Fit { tokens, kind });
     if !fits(1)? {
         return found(0, FitKind::Tokens);

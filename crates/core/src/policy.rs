@@ -1651,6 +1651,41 @@ pub fn scoped_breakdown(
     })
 }
 
+/// How many tokens of context fit in `memory_bytes` when `scope`'s copies are counted: the
+/// search of [`budget::tokens_that_fit_keeping`](crate::budget::tokens_that_fit_keeping) over
+/// [`scoped_breakdown`]'s `M_KV,final`, so that at the context it reports the scoped cache
+/// (every copy of K/V, every copy's scores and index) fits, and one token more does not.
+///
+/// ```
+/// use kvlab_core::budget::{Compression, Keep, ModelConfig};
+/// use kvlab_core::policy::{scoped_breakdown, scoped_tokens_that_fit, SelectionScope};
+/// let llama = ModelConfig::presets().into_iter().find(|m| m.name == "Llama-3-8B").unwrap();
+/// let c = Compression { t_kept: 1024, ..Compression::none(4096) };
+/// let fit = scoped_tokens_that_fit(&llama, &c, 8 << 30, Keep::Fraction, SelectionScope::PerQueryHead).unwrap();
+/// let at = |t: u64| Compression { t_total: t, t_kept: (t as f64 / 4.0).ceil() as u64, ..c };
+/// let m = |t| scoped_breakdown(&llama, &at(t), SelectionScope::PerQueryHead).unwrap().breakdown.m_final;
+/// assert!(m(fit.tokens) <= 8 << 30 && m(fit.tokens + 1) > 8 << 30);
+/// ```
+pub fn scoped_tokens_that_fit(
+    model: &ModelConfig,
+    compression: &Compression,
+    memory_bytes: u64,
+    keep: crate::budget::Keep,
+    scope: SelectionScope,
+) -> Result<crate::budget::Fit, PolicyError> {
+    crate::budget::fit_by(
+        model,
+        compression,
+        memory_bytes,
+        keep,
+        |c| match scoped_breakdown(model, c, scope) {
+            Ok(s) => Ok(Some(s.breakdown.m_final)),
+            Err(PolicyError::Budget(BudgetError::Overflow)) => Ok(None),
+            Err(e) => Err(e),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1714,5 +1749,119 @@ mod tests {
         assert_eq!(relative(0.0, 0.0), 0.0);
         assert_eq!(relative(1.0, 0.0), f64::INFINITY);
         assert_eq!(relative(1.0, 2.0), 0.5);
+    }
+}
+
+/// The fit search reports a context whose own scoped `M_KV,final` fits the memory and one
+/// token more does not, for every preset and scope (before, the search counted one copy of
+/// K/V whatever the scope: Llama-3-70B per query head in 80 GiB reported 2,796,192 tokens
+/// whose cache was 453 GiB).
+#[cfg(test)]
+mod fit_tests {
+    use super::*;
+    use crate::budget::{FitKind, Keep, QuantAccounting};
+    use crate::quant::{Granularity, MetaDtype, Scheme};
+    use proptest::prelude::*;
+
+    const SCOPES: [SelectionScope; 3] = [
+        SelectionScope::PerQueryHead,
+        SelectionScope::PerKvHead,
+        SelectionScope::PerLayer,
+    ];
+
+    fn m_final(model: &ModelConfig, c: &Compression, scope: SelectionScope) -> u64 {
+        scoped_breakdown(model, c, scope).unwrap().breakdown.m_final
+    }
+
+    /// `c` at context `t` as the search counts it.
+    fn at(c: &Compression, keep: Keep, t: u64) -> Compression {
+        let kept = match keep {
+            Keep::Fraction => (t as f64 * c.t_kept as f64 / c.t_total as f64).ceil() as u64,
+            Keep::Tokens => c.t_kept,
+        };
+        Compression {
+            t_total: t,
+            t_kept: kept.clamp(1, t),
+            ..*c
+        }
+    }
+
+    #[test]
+    fn llama_3_70b_per_query_head_fits_what_its_total_says() {
+        let model = ModelConfig::presets()
+            .into_iter()
+            .find(|m| m.name.starts_with("Llama-3") && m.name.contains("70B"))
+            .expect("a 70B preset");
+        let c = Compression {
+            t_kept: 32_768,
+            score_state_bytes: 4,
+            selection_copies: 1,
+            ..Compression::none(131_072)
+        };
+        let mem = 80u64 << 30;
+        let scope = SelectionScope::PerQueryHead;
+        let fit = scoped_tokens_that_fit(&model, &c, mem, Keep::Fraction, scope).unwrap();
+        assert_eq!(fit.kind, FitKind::Tokens);
+        assert!(m_final(&model, &at(&c, Keep::Fraction, fit.tokens), scope) <= mem);
+        assert!(m_final(&model, &at(&c, Keep::Fraction, fit.tokens + 1), scope) > mem);
+        // one copy's search says more fits than the copies leave room for
+        let one_copy =
+            crate::budget::tokens_that_fit_keeping(&model, &c, mem, Keep::Fraction).unwrap();
+        assert!(
+            one_copy.tokens > 4 * fit.tokens,
+            "{one_copy:?} against {fit:?}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn the_reported_context_fits_and_one_more_token_does_not(
+            preset in 0usize..64,
+            scope in 0usize..3,
+            bits in prop::option::of(1u8..=8),
+            keep_tokens in any::<bool>(),
+            kept_share in 1u64..=100,
+            score in prop::sample::select(vec![0u64, 4]),
+            index in prop::sample::select(vec![IndexKind::None, IndexKind::List, IndexKind::Mask]),
+            gib in 1u64..=160,
+            batch in 1u64..=4,
+        ) {
+            let presets = ModelConfig::presets();
+            let model = &presets[preset % presets.len()];
+            let scope = SCOPES[scope];
+            let q = bits.map(|bits| QuantAccounting {
+                bits,
+                scheme: Scheme::Asymmetric,
+                granularity: Granularity::PerChannel,
+                group_size: Some(32),
+                meta: MetaDtype::F16,
+            });
+            let t = 131_072;
+            let c = Compression {
+                t_kept: (t * kept_share / 100).max(1),
+                batch,
+                k: q,
+                v: q,
+                index,
+                score_state_bytes: score,
+                ..Compression::none(t)
+            };
+            let keep = if keep_tokens { Keep::Tokens } else { Keep::Fraction };
+            let mem = gib << 30;
+            let fit = scoped_tokens_that_fit(model, &c, mem, keep, scope).unwrap();
+            let m = |t: u64| m_final(model, &at(&c, keep, t), scope);
+            match fit.kind {
+                FitKind::Tokens if fit.tokens == 0 => prop_assert!(m(1) > mem),
+                FitKind::Tokens => {
+                    prop_assert!(m(fit.tokens) <= mem, "{}: {} tokens", model.name, fit.tokens);
+                    prop_assert!(m(fit.tokens + 1) > mem, "{}: {} + 1 tokens", model.name, fit.tokens);
+                }
+                // the cache stops growing: what it holds at its largest fits
+                FitKind::AnyLength | FitKind::Capped | FitKind::Beyond => {
+                    prop_assert!(m(fit.tokens) <= mem);
+                }
+            }
+        }
     }
 }
