@@ -154,6 +154,22 @@ impl ModelConfig {
             mla_latent: Some(576),
             ..m("DeepSeek-V2 (MLA)", 60, 128, 128, 128, 2)
         });
+        // The largest models the README names: Llama-3.1-405B (126 layers, 128 query heads over
+        // 8 KV heads), DeepSeek-V3 (61 layers of MLA: a 512-wide latent and a 64-wide RoPE key,
+        // 576 a token a layer) and Gemma-3-27B (62 layers, 5 local of every 6 with a 1,024-token
+        // window: 52 sliding, 10 global), from their published configs.
+        v.push(m("Llama-3.1-405B", 126, 128, 8, 128, 2));
+        v.push(ModelConfig {
+            mla_latent: Some(576),
+            ..m("DeepSeek-V3 (MLA)", 61, 128, 128, 128, 2)
+        });
+        v.push(ModelConfig {
+            sliding: Some(SlidingWindow {
+                layers: 52,
+                window: 1024,
+            }),
+            ..m("Gemma-3-27B", 62, 32, 16, 128, 2)
+        });
         v
     }
 
@@ -805,6 +821,14 @@ mod tests {
         assert_eq!(by("Gemma-2-9B").d_head, 256);
         assert_eq!(by("DeepSeek").bytes_token_fp(), 60 * 576 * 2);
         assert_eq!(by("GPT-2").bytes_token_fp(), 2 * 12 * 12 * 64 * 4);
+        // the largest the README names
+        assert_eq!(by("Llama-3.1-405B").bytes_token_fp(), 2 * 126 * 8 * 128 * 2);
+        assert_eq!(by("DeepSeek-V3").bytes_token_fp(), 61 * 576 * 2);
+        let gemma3 = by("Gemma-3-27B");
+        assert_eq!(gemma3.bytes_token_fp(), 2 * 62 * 16 * 128 * 2);
+        // at 128k, 10 global layers hold every token and 52 sliding ones their 1,024
+        let b = breakdown(&gemma3, &Compression::none(131_072)).unwrap();
+        assert_eq!(b.m_fp, 2 * 16 * 128 * 2 * (10 * 131_072 + 52 * 1024));
     }
 
     #[test]
