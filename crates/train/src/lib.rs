@@ -3,7 +3,7 @@
 //! The model's forward and backward pass are written by hand over flat buffers ([`grad`]),
 //! its products through the `gemm` crate ([`mm`]), the batch split across threads; the first
 //! trainer's candle model stays as the reference the gradient is tested against and the
-//! baseline the benchmark measures ([`reference`]). [`data`] makes the training mixtures with
+//! baseline the benchmark measures ([`mod@reference`]). [`data`] makes the training mixtures with
 //! kvlab's seeded generator, [`probes`] measures what the model can do while it trains,
 //! [`checkpoint`] lets a stopped run resume to the same weights.
 
