@@ -108,6 +108,29 @@ fn cli() -> Result<(), String> {
             let out = args.take("--out").map(PathBuf::from);
             let resume = args.flags.iter().any(|f| f == "--resume");
             let mut state = if resume {
+                const SETTINGS: [&str; 11] = [
+                    "--shape",
+                    "--data",
+                    "--steps",
+                    "--batch",
+                    "--seed",
+                    "--threads",
+                    "--lr",
+                    "--warmup",
+                    "--weight-decay",
+                    "--probe-every",
+                    "--checkpoint-every",
+                ];
+                if let Some((k, _)) = args
+                    .pairs
+                    .iter()
+                    .find(|(k, _)| SETTINGS.contains(&k.as_str()))
+                {
+                    return Err(format!(
+                        "{k}: a resumed run keeps the settings it was started with (see its checkpoint); \
+                         start a new run in another --run folder to change them"
+                    ));
+                }
                 let s = State::load(&dir)?;
                 say(&format!(
                     "kvlab-train: resuming {} at step {} of {} ({:.0} s trained so far)",

@@ -257,7 +257,7 @@ pub fn export(state: &State, corpus: &Corpus, out: &Path) -> Result<Report, Stri
             },
             {
                 "name": "copy",
-                "span": "8 to 64 random lowercase letters or bytes of the text, repeated later in the window",
+                "span": "8 to 48 random lowercase letters or bytes of the text spliced into the text, or 16 to 96 random letters among random letters, repeated later in the window",
             },
         ],
     });
