@@ -592,7 +592,9 @@ pub enum FitKind {
     /// Every layer slides: the cache stops growing at the window ([`Fit::tokens`]), and that
     /// fits, so a context of any length does.
     AnyLength,
-    /// Even the search's limit, [`FIT_LIMIT`] tokens ([`Fit::tokens`]), fits: more would too.
+    /// Even the longest context that can be counted ([`Fit::tokens`]) fits: the search's
+    /// limit, [`FIT_LIMIT`] tokens, or the last context before the count passes
+    /// [`MAX_BYTES`]. More would fit too, or cannot be counted.
     Beyond,
     /// The compressed cache keeps a fixed number of tokens ([`Keep::Tokens`], [`Fit::tokens`])
     /// and nothing else in it grows with the context (an index list, no score state): a
@@ -612,8 +614,8 @@ pub enum Keep {
 /// How much context fits in a memory budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Fit {
-    /// The tokens that fit ([`FitKind::Tokens`]), the window ([`FitKind::AnyLength`]) or the
-    /// search's limit ([`FitKind::Beyond`]).
+    /// The tokens that fit ([`FitKind::Tokens`]), the window ([`FitKind::AnyLength`]), the kept
+    /// count ([`FitKind::Capped`]) or the longest context counted ([`FitKind::Beyond`]).
     pub tokens: u64,
     /// Which of these `tokens` is.
     pub kind: FitKind,
@@ -696,13 +698,22 @@ pub fn fit_by<E: From<BudgetError>>(
             return found(window, FitKind::AnyLength);
         }
         hi = window;
-    } else if fits(hi)? {
-        // A fixed count whose cache stops growing once the context passes it.
+    } else {
+        // A fixed count whose cache stops growing once the context passes it. The cache is
+        // affine in the context past `held` (a mask's bytes round to whole bytes), so equal
+        // counts at `held` and at more than 64 tokens beyond it mean it no longer grows. This
+        // is asked before the limit is: the limit's count may overflow (the uncompressed
+        // cache beside it passes MAX_BYTES) where the capped cache fits easily.
         let held = c.t_kept.clamp(1, hi);
-        if keep == Keep::Tokens && bytes(held)? == bytes(hi)? {
-            return found(held, FitKind::Capped);
+        if keep == Keep::Tokens && fits(held)? {
+            let past = held.saturating_mul(2).saturating_add(64).min(hi);
+            if past > held + 64 && bytes(held)? == bytes(past)? {
+                return found(held, FitKind::Capped);
+            }
         }
-        return found(hi, FitKind::Beyond);
+        if fits(hi)? {
+            return found(hi, FitKind::Beyond);
+        }
     }
     let mut lo = 1u64;
     while hi - lo > 1 {
@@ -712,6 +723,11 @@ pub fn fit_by<E: From<BudgetError>>(
         } else {
             hi = mid;
         }
+    }
+    // The search stopped where the count overflows, not where the memory runs out: `lo` is
+    // the longest context that can be counted, and it fits.
+    if bytes(hi)?.is_none() {
+        return found(lo, FitKind::Beyond);
     }
     found(lo, FitKind::Tokens)
 }
@@ -763,6 +779,36 @@ mod tests {
             Err(BudgetError::Overflow)
         );
         assert_eq!(byte_count(u128::MAX), Err(BudgetError::Overflow));
+    }
+
+    /// Where the uncompressed count overflows before the compressed cache outgrows the
+    /// memory, the search says what it can count (before, a fixed kept count whose cache
+    /// stops growing was reported as "at most 2^29 tokens", the overflow's edge, and the
+    /// context one token past it could not be counted at all).
+    #[test]
+    fn the_fit_stops_at_what_can_be_counted_not_at_an_overflow() {
+        // m_fp = 16 T batch = 2^24 T bytes: past MAX_BYTES (2^53 - 1) from T = 2^29.
+        let model = tiny();
+        let c = Compression {
+            t_kept: 100,
+            batch: 1 << 20,
+            ..Compression::none(1 << 20)
+        };
+        // 100 kept tokens x 2^24 bytes = 1.56 GiB, whatever the context: any length fits.
+        let capped = tokens_that_fit_keeping(&model, &c, 2 << 30, Keep::Tokens).unwrap();
+        assert_eq!((capped.kind, capped.tokens), (FitKind::Capped, 100));
+        // With a mask the cache grows by T/8 bytes a sequence: 2^46 bytes at 2^29 tokens, well
+        // inside 2^52 of memory, so the longest countable context fits and more may.
+        let masked = Compression {
+            index: IndexKind::Mask,
+            ..c
+        };
+        let fit = tokens_that_fit_keeping(&model, &masked, 1 << 52, Keep::Tokens).unwrap();
+        assert_eq!(fit.kind, FitKind::Beyond);
+        assert_eq!(fit.tokens, (1 << 29) - 1);
+        let at = |t: u64| breakdown(&model, &Compression { t_total: t, ..masked });
+        assert!(at(fit.tokens).unwrap().m_final <= 1 << 52);
+        assert_eq!(at(fit.tokens + 1), Err(BudgetError::Overflow));
     }
 
     fn q(bits: u8, scheme: Scheme, granularity: Granularity, g: Option<u64>) -> QuantAccounting {
