@@ -54,6 +54,7 @@ pub fn run(
         adamw: Default::default(),
         probe_every: usize::MAX,
         checkpoint_every: usize::MAX,
+        init: None,
     };
     let t = shape.context;
     let mut rng = Xoshiro256::stream(1, 1);

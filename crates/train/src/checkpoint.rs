@@ -33,6 +33,10 @@ pub struct Settings {
     /// Steps between probes and between checkpoints.
     pub probe_every: usize,
     pub checkpoint_every: usize,
+    /// Where the first weights came from when not from the seed: another run's checkpoint
+    /// (its folder and step), its optimizer state left behind (`--init`).
+    #[serde(default)]
+    pub init: Option<String>,
 }
 
 impl Settings {

@@ -65,6 +65,13 @@ pub enum Mixture {
     /// mixtures tried first showed none in 1,750 steps, docs/model.md), windows of facts
     /// asked for later, and copies of letters and text inside the text.
     Recall,
+    /// Recall's second recipe, for a model that already copies letters (started `--init` from
+    /// a recall run): copies of random symbols (letters, capitals and digits, so that the copy
+    /// head copies digits too), dense pairs of names and numbers asked for again (the name is
+    /// the match, the number what is copied), windows of two or three facts each asked for,
+    /// and the text. The recall run's copy head copied letters at 99% while the facts' digits
+    /// stayed at chance: its copy windows held no digits and its facts were a few bytes in 256.
+    Facts,
 }
 
 impl Mixture {
@@ -76,6 +83,7 @@ impl Mixture {
             "induction" => Some(Mixture::Induction),
             "repeats" => Some(Mixture::Repeats),
             "recall" => Some(Mixture::Recall),
+            "facts" => Some(Mixture::Facts),
             _ => None,
         }
     }
@@ -123,6 +131,18 @@ impl Mixture {
                     facts_window(text, rng, t)
                 } else {
                     copies_window(text, rng, t)
+                }
+            }
+            Mixture::Facts => {
+                let r = rng.uniform();
+                if r < 0.2 {
+                    tasks::filler(text, rng, t).to_vec()
+                } else if r < 0.4 {
+                    symbols_window(rng, t)
+                } else if r < 0.6 {
+                    pairs_window(rng, t)
+                } else {
+                    dense_facts_window(text, rng, t)
                 }
             }
         };
@@ -194,6 +214,57 @@ fn facts_window(text: &[u8], rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     splice(text, rng, t, &parts)
 }
 
+/// Random symbols (lowercase, capitals, digits) with one or two spans of 8 to 64 repeated
+/// later, as [`Mixture::Induction`] does with letters.
+fn symbols_window(rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
+    const SYMBOLS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut w: Vec<u8> = (0..t)
+        .map(|_| SYMBOLS[rng.below(SYMBOLS.len() as u64) as usize])
+        .collect();
+    for _ in 0..1 + rng.below(2) {
+        let len = (8 + rng.below(57) as usize).min(t / 2);
+        let from = rng.below((t - 2 * len + 1) as u64) as usize;
+        let to = from + len + rng.below((t - from - 2 * len + 1) as u64) as usize;
+        w.copy_within(from..from + len, to);
+    }
+    w
+}
+
+/// Names with their numbers (" Kotali 4817."), then the names asked again in another order
+/// with their numbers, until the window is full: every number after its name's second
+/// appearance is predictable, and only by finding the name's first.
+fn pairs_window(rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
+    let k = 4 + rng.below(3) as usize;
+    let pairs: Vec<String> = (0..k)
+        .map(|_| format!(" {} {}.", tasks::draw_key(rng), tasks::draw_value(rng)))
+        .collect();
+    let mut w: Vec<u8> = pairs.concat().into_bytes();
+    while w.len() < t {
+        w.extend_from_slice(pairs[rng.below(k as u64) as usize].as_bytes());
+    }
+    w.truncate(t);
+    w
+}
+
+/// Two or three facts, each asked for once or twice after them, text around them.
+fn dense_facts_window(text: &[u8], rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
+    let k = 2 + rng.below(2) as usize;
+    let pairs: Vec<(String, String)> = (0..k)
+        .map(|_| (tasks::draw_key(rng), tasks::draw_value(rng)))
+        .collect();
+    let mut parts: Vec<Vec<u8>> = pairs
+        .iter()
+        .map(|(key, value)| format!(" {} ", tasks::fill(FACT, key, value)).into_bytes())
+        .collect();
+    let asked = if k == 2 { 4 } else { 3 };
+    for _ in 0..asked {
+        let (key, value) = &pairs[rng.below(k as u64) as usize];
+        let (q, a) = tasks::question(key, value);
+        parts.push(format!(" {q}{a}. ").into_bytes());
+    }
+    splice(text, rng, t, &parts)
+}
+
 /// One to three spans (8 to 48 bytes, random letters or a passage of the text) each
 /// repeated later, text around them.
 fn copies_window(text: &[u8], rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
@@ -231,6 +302,7 @@ mod tests {
             Mixture::Induction,
             Mixture::Repeats,
             Mixture::Recall,
+            Mixture::Facts,
         ] {
             for _ in 0..200 {
                 assert_eq!(mix.window(&text, &mut rng, 256).len(), 256);
@@ -254,6 +326,46 @@ mod tests {
             let w = String::from_utf8(facts_window(&text, &mut rng, 256)).unwrap();
             let stated = w.matches("The number of ").count();
             assert!(stated >= 2 && stated.is_multiple_of(2), "{w}");
+        }
+    }
+
+    #[test]
+    fn a_pairs_window_gives_every_name_its_one_number() {
+        let mut rng = Xoshiro256::stream(2, 3);
+        for _ in 0..50 {
+            let w = String::from_utf8(pairs_window(&mut rng, 256)).unwrap();
+            let mut seen = std::collections::HashMap::new();
+            // the last pair may be cut by the window's end
+            for pair in w
+                .split('.')
+                .filter(|p| p.len() > 6)
+                .take(w.matches('.').count())
+            {
+                let (key, value) = pair.trim().split_once(' ').unwrap();
+                assert_eq!(*seen.entry(key.to_string()).or_insert(value), value, "{w}");
+            }
+            assert!(
+                seen.len() >= 4 && seen.len() < w.matches('.').count(),
+                "{w}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_dense_facts_window_asks_only_for_facts_it_stated() {
+        let mut rng = Xoshiro256::stream(2, 4);
+        for _ in 0..50 {
+            let w = String::from_utf8(dense_facts_window(&text(), &mut rng, 256)).unwrap();
+            let said: Vec<&str> = w.split("The number of ").skip(1).collect();
+            assert!(said.len() >= 5, "{w}");
+            let mut seen = std::collections::HashMap::new();
+            for s in &said {
+                let (key, rest) = s.split_once(" is ").unwrap();
+                assert_eq!(*seen.entry(key).or_insert(&rest[..4]), &rest[..4], "{w}");
+            }
+            // two or three facts, each stated once and asked for after it
+            assert!((2..=3).contains(&seen.len()), "{w}");
+            assert!(said.len() - seen.len() >= 3, "{w}");
         }
     }
 

@@ -4,9 +4,9 @@
 //! ```text
 //! kvlab-train train --corpus FILE --run DIR [--out DIR] [--resume] [--steps N] [--seed S]
 //!                   [--batch B] [--threads T] [--shape model|small]
-//!                   [--data kjv|textbook|induction|repeats|recall] [--lr PEAK] [--warmup N]
+//!                   [--data kjv|textbook|induction|repeats|recall|facts] [--lr PEAK] [--warmup N]
 //!                   [--weight-decay W] [--probe-every N] [--checkpoint-every N]
-//!                   [--stop-at N]
+//!                   [--stop-at N] [--init DIR]
 //! kvlab-train export --corpus FILE --run DIR --out DIR
 //! kvlab-train bench --corpus FILE [--steps N] [--batch B] [--threads T]
 //! ```
@@ -21,7 +21,7 @@ use kvlab_train::checkpoint::Settings;
 use kvlab_train::data::{Corpus, Mixture};
 use kvlab_train::params::{Layout, Shape};
 use kvlab_train::run::{self, State, CHECKPOINT};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
     if let Err(e) = cli() {
@@ -108,7 +108,7 @@ fn cli() -> Result<(), String> {
             let out = args.take("--out").map(PathBuf::from);
             let resume = args.flags.iter().any(|f| f == "--resume");
             let mut state = if resume {
-                const SETTINGS: [&str; 11] = [
+                const SETTINGS: [&str; 12] = [
                     "--shape",
                     "--data",
                     "--steps",
@@ -120,6 +120,7 @@ fn cli() -> Result<(), String> {
                     "--weight-decay",
                     "--probe-every",
                     "--checkpoint-every",
+                    "--init",
                 ];
                 if let Some((k, _)) = args
                     .pairs
@@ -153,7 +154,7 @@ fn cli() -> Result<(), String> {
                 })?;
                 let data = args.take("--data").unwrap_or_else(|| "recall".into());
                 let mixture = Mixture::named(&data).ok_or_else(|| {
-                    format!("--data {data}: the mixtures are kjv, textbook, induction, repeats and recall")
+                    format!("--data {data}: the mixtures are kjv, textbook, induction, repeats, recall and facts")
                 })?;
                 let steps: usize = args.num("--steps", 12_000)?;
                 let mut adamw = kvlab_train::adamw::AdamWConfig::default();
@@ -170,11 +171,15 @@ fn cli() -> Result<(), String> {
                     adamw,
                     probe_every: args.num("--probe-every", 250)?,
                     checkpoint_every: args.num("--checkpoint-every", 250)?,
+                    init: None,
                 };
                 if settings.steps == 0 || settings.batch == 0 || settings.threads == 0 {
                     return Err("--steps, --batch and --threads must be at least 1".into());
                 }
-                State::fresh(settings)
+                match args.take("--init") {
+                    Some(from) => State::from_weights_of(settings, Path::new(&from))?,
+                    None => State::fresh(settings),
+                }
             };
             let stop_at: usize = args.num("--stop-at", usize::MAX)?;
             args.done()?;

@@ -55,6 +55,23 @@ impl State {
         }
     }
 
+    /// A new run that starts from the weights of the run saved in `from` (same shape), with
+    /// a fresh optimizer and its own schedule: a new recipe tried on a model that has already
+    /// learnt something (a copy head), instead of from the seed.
+    pub fn from_weights_of(mut settings: Settings, from: &Path) -> Result<State, String> {
+        let old = State::load(from)?;
+        if old.header.settings.shape != settings.shape {
+            return Err(format!(
+                "--init {}: its run has another shape than --shape asks for",
+                from.display()
+            ));
+        }
+        settings.init = Some(format!("{} at step {}", from.display(), old.header.step));
+        let mut state = State::fresh(settings);
+        state.params = old.params;
+        Ok(state)
+    }
+
     /// The run saved in `dir`.
     pub fn load(dir: &Path) -> Result<State, String> {
         let (header, params, adam) = checkpoint::load(&dir.join(CHECKPOINT))?;

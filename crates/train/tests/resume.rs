@@ -47,6 +47,7 @@ fn settings() -> Settings {
         adamw: AdamWConfig::default(),
         probe_every: 4,
         checkpoint_every: 2,
+        init: None,
     }
 }
 
