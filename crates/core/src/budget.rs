@@ -806,7 +806,15 @@ mod tests {
         let fit = tokens_that_fit_keeping(&model, &masked, 1 << 52, Keep::Tokens).unwrap();
         assert_eq!(fit.kind, FitKind::Beyond);
         assert_eq!(fit.tokens, (1 << 29) - 1);
-        let at = |t: u64| breakdown(&model, &Compression { t_total: t, ..masked });
+        let at = |t: u64| {
+            breakdown(
+                &model,
+                &Compression {
+                    t_total: t,
+                    ..masked
+                },
+            )
+        };
         assert!(at(fit.tokens).unwrap().m_final <= 1 << 52);
         assert_eq!(at(fit.tokens + 1), Err(BudgetError::Overflow));
     }
