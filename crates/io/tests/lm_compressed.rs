@@ -171,6 +171,9 @@ fn random_is_the_worst_policy_at_b_32() {
         .chain([Policy::StreamingLlm { sinks: 0 }])
         .map(|p| (p.to_string(), kl_of(&lm, &ps, &policy(p, 32, 16))))
         .collect();
+    if std::env::var_os("KVLAB_SHOW").is_some() {
+        println!("KL at B 32, r 16: {kls:?}");
+    }
     let (worst, _) = kls
         .iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))

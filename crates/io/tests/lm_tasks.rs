@@ -226,3 +226,146 @@ fn under_eviction_the_policies_that_read_the_question_keep_the_fact() {
         assert!(oracle >= v, "the oracle {oracle:.3} below {name}'s {v:.3}");
     }
 }
+
+/// A prompt's tokens and the (query row, key columns) pairs whose weight a measure sums.
+type Probe = (Vec<u8>, Vec<(usize, Vec<usize>)>);
+
+/// Each head's weights, `[layer][head]`, averaged over every probe's rows.
+fn per_head(lm: &Lm, runs: &[Probe], threshold: Option<f32>) -> Vec<Vec<f64>> {
+    let c = lm.config();
+    let mut sum = vec![vec![0.0; c.heads]; c.layers];
+    let mut n = 0usize;
+    for (tokens, rows) in runs {
+        let run = lm.forward(tokens).expect("a case fits the context");
+        for (q, keys) in rows {
+            for (l, layer) in run.attention.iter().enumerate() {
+                for (h, att) in layer.iter().enumerate() {
+                    let row = att.row(*q).expect("a row");
+                    let w: f32 = keys.iter().map(|&k| row[k]).sum();
+                    sum[l][h] += match threshold {
+                        // the share of rows putting over `t` of their weight there
+                        Some(t) => f64::from(u8::from(w > t)),
+                        None => f64::from(w),
+                    };
+                }
+            }
+            n += 1;
+        }
+    }
+    for layer in &mut sum {
+        for v in layer.iter_mut() {
+            *v /= n.max(1) as f64;
+        }
+    }
+    sum
+}
+
+fn with_bos(bytes: &[u8]) -> Vec<u8> {
+    let mut tokens = vec![0u8];
+    tokens.extend_from_slice(bytes);
+    tokens
+}
+
+fn table(name: &str, v: &[Vec<f64>]) -> String {
+    let rows: Vec<String> = v
+        .iter()
+        .enumerate()
+        .map(|(l, hs)| {
+            let cells: Vec<String> = hs.iter().map(|x| format!("{:5.1}%", 100.0 * x)).collect();
+            format!("  layer {l}: {}", cells.join(" "))
+        })
+        .collect();
+    format!("{name}\n{}", rows.join("\n"))
+}
+
+/// The heads by role, the measures docs/model.md's card states (`KVLAB_SHOW=1` prints them):
+/// **local**, the mean weight of a held-out query (position 16 on) on its last 8 bytes;
+/// **sink**, the share of those rows putting over half their weight on the BOS; **copy**, the
+/// mean weight of a copy case's graded positions on the source byte they are about to repeat;
+/// **retrieval**, the same for a fact's answer positions on the stated number's byte they are
+/// about to say. The tests hold the card to its claims: one head retrieves (over half its
+/// weight on the number), one copies, and it is the same head.
+#[test]
+fn the_heads_by_role() {
+    let (lm, text) = setup();
+    let passages: Vec<_> = text
+        .chunks_exact(255)
+        .map(|p| {
+            let tokens = with_bos(p);
+            let rows = (16..tokens.len())
+                .map(|q| (q, (q.saturating_sub(7)..=q).collect()))
+                .collect();
+            (tokens, rows)
+        })
+        .collect();
+    let local = per_head(&lm, &passages, None);
+    let bos: Vec<_> = passages
+        .iter()
+        .map(|(t, rows)| (t.clone(), rows.iter().map(|(q, _)| (*q, vec![0])).collect()))
+        .collect();
+    let sink = per_head(&lm, &bos, Some(0.5));
+    // (row k, of token k = byte k - 1, predicts byte k; byte b is token b + 1)
+    let graded_on = |cases: &[Case], from: &dyn Fn(&Case) -> usize| -> Vec<Probe> {
+        cases
+            .iter()
+            .map(|c| {
+                let start = from(c);
+                let rows = c
+                    .answer
+                    .clone()
+                    .map(|k| (k, vec![start + (k - c.answer.start) + 1]))
+                    .collect();
+                (with_bos(&c.bytes), rows)
+            })
+            .collect()
+    };
+    let copies = copy_cases(&text);
+    let copy = per_head(
+        &lm,
+        &graded_on(&copies, &|c| {
+            let span = c.source.len();
+            c.source.start + span / 2
+        }),
+        None,
+    );
+    let facts = fact_cases(&text);
+    let retrieval = per_head(
+        &lm,
+        &graded_on(&facts, &|c| {
+            let value = &c.bytes[c.answer.clone()];
+            c.bytes[c.source.clone()]
+                .windows(value.len())
+                .position(|w| w == value)
+                .expect("the fact states its number")
+                + c.source.start
+        }),
+        None,
+    );
+    show(&table("local (weight on the last 8 bytes)", &local));
+    show(&table("sink (rows over half on the BOS)", &sink));
+    show(&table("copy (weight on the byte to repeat)", &copy));
+    show(&table(
+        "retrieval (weight on the number's byte to say)",
+        &retrieval,
+    ));
+    let best = |v: &[Vec<f64>]| v.iter().flatten().fold(0.0f64, |a, &b| a.max(b));
+    assert!(
+        best(&retrieval) > 0.5,
+        "no head retrieves the number: {retrieval:?}"
+    );
+    assert!(best(&copy) > 0.5, "no head copies: {copy:?}");
+    // one circuit does both: the head that copies is the head that retrieves
+    let argmax = |v: &[Vec<f64>]| {
+        let cells = v
+            .iter()
+            .enumerate()
+            .flat_map(|(l, hs)| hs.iter().enumerate().map(move |(h, &x)| (x, l, h)));
+        cells.fold((0.0, 0, 0), |a, b| if b.0 > a.0 { b } else { a })
+    };
+    let (c, r) = (argmax(&copy), argmax(&retrieval));
+    assert_eq!(
+        (c.1, c.2),
+        (r.1, r.2),
+        "copy head {c:?}, retrieval head {r:?}"
+    );
+}
