@@ -39,8 +39,10 @@ commands:
   fuzz [--seconds N] [TARGET...]  bounded cargo-fuzz run of each target (default 30 s; nightly)
   bench [page|model|core|wasm|train]  performance benchmarks (page in headless Chromium, kernels vs
                     numpy, kernels in wasm vs native, the trainer against candle); see benches/README.md
-  train [--resume] [OPTIONS]  train the byte-level model into www/model/, checkpointing in
-                    target/train/run/ (--resume continues it; options: docs/model.md; never run by test)
+  train [--resume] [OPTIONS]  train the byte-level model into www/model/: with no options the
+                    committed model's two-stage recipe (about 100 min on 2 cores, resumable: run it
+                    again), with options one run checkpointed in target/train/run/ (--resume
+                    continues it; docs/model.md); never run by test
   help              this text";
 
 fn main() -> ExitCode {

@@ -1,6 +1,8 @@
-//! `cargo xtask train [--resume] [OPTIONS]`: trains kvlab's byte-level model and writes it to
-//! `www/model/` (the weights, their card and the held-out slice the tests read), checkpointing
-//! the run in `target/train/run/` (`--run DIR` to choose) so that `--resume` continues it.
+//! `cargo xtask train`: reproduces the committed model, in two stages checkpointed under
+//! `target/train/` (a stopped recipe continues where it stopped), writing it to `www/model/`
+//! (the weights, their card and the held-out slice the tests read). `cargo xtask train
+//! [--resume] OPTIONS`: one run with those options, checkpointed in `target/train/run/`
+//! (`--run DIR` to choose) so that `--resume` continues it.
 //! `cargo xtask bench train` measures the trainer against the first one (candle).
 //!
 //! The corpus is the King James Bible of Debian's `bible-kjv-text` 4.38, read out by the
@@ -25,7 +27,95 @@ fn corpus(ws: &Workspace) -> Result<PathBuf> {
     Ok(corpus)
 }
 
+/// The committed model's recipe, in two stages (docs/model.md): the `recall` mixture on a
+/// 30,000-step schedule stopped at step 18,000, where its copy head has formed; then 6,000
+/// steps of the `facts` mixture from those weights, written to `www/model/`. Each stage
+/// resumes its folder's checkpoint when there is one, so a stopped recipe continues.
+const STAGES: [(&str, &[&str]); 2] = [
+    (
+        "recall",
+        &[
+            "--data",
+            "recall",
+            "--steps",
+            "30000",
+            "--lr",
+            "2e-3",
+            "--warmup",
+            "1500",
+            "--weight-decay",
+            "0.05",
+            "--seed",
+            "1",
+            "--threads",
+            "2",
+            "--stop-at",
+            "18000",
+        ],
+    ),
+    (
+        "facts",
+        &[
+            "--data",
+            "facts",
+            "--steps",
+            "6000",
+            "--lr",
+            "1e-3",
+            "--warmup",
+            "200",
+            "--weight-decay",
+            "0.05",
+            "--seed",
+            "1",
+            "--threads",
+            "2",
+        ],
+    ),
+];
+
+/// With no options, the committed model's recipe ([`STAGES`]); with options, one run of
+/// `kvlab-train train` with them.
 pub fn run(ws: &Workspace, rest: &[String]) -> Result<()> {
+    if !rest.is_empty() {
+        return one_run(ws, rest);
+    }
+    let dir = ws.target().join("train");
+    let mut before: Option<PathBuf> = None;
+    for (i, (name, settings)) in STAGES.iter().enumerate() {
+        let run = dir.join(name);
+        let mut args: Vec<String> = vec!["--run".into(), run.display().to_string()];
+        if run.join("checkpoint.bin").is_file() {
+            println!(
+                "xtask: stage {} of 2 ({name}): resuming {}",
+                i + 1,
+                run.display()
+            );
+            args.push("--resume".into());
+            // (a resumed run keeps its settings; only where to stop is said again)
+            if let Some(at) = settings.iter().position(|&a| a == "--stop-at") {
+                args.extend(settings[at..at + 2].iter().map(|a| a.to_string()));
+            }
+        } else {
+            println!(
+                "xtask: stage {} of 2 ({name}): a new run in {}",
+                i + 1,
+                run.display()
+            );
+            args.extend(settings.iter().map(|a| a.to_string()));
+            if let Some(from) = &before {
+                args.extend(["--init".into(), from.display().to_string()]);
+            }
+        }
+        // (`--out` is www/model/ for both: the first stage stops before its schedule's last
+        // step, where a run writes its model, so only the second writes it)
+        one_run(ws, &args)?;
+        before = Some(run);
+    }
+    Ok(())
+}
+
+fn one_run(ws: &Workspace, rest: &[String]) -> Result<()> {
     let corpus = corpus(ws)?;
     let has = |k: &str| rest.iter().any(|a| a == k);
     println!("xtask: training (release build of crates/train; its probes print as it goes)");
