@@ -150,6 +150,9 @@ fn two_bit_keys_cost_more_than_four_bit_keys() {
             )
         };
         let (two, four) = (k(2), k(4));
+        if std::env::var_os("KVLAB_SHOW").is_some() {
+            println!("{g:?}: K at 2 bits KL {two:e}, at 4 bits {four:e}");
+        }
         assert!(
             two > four,
             "{g:?}: K at 2 bits KL {two:e}, at 4 bits {four:e}"
