@@ -369,3 +369,69 @@ fn the_heads_by_role() {
         "copy head {c:?}, retrieval head {r:?}"
     );
 }
+
+/// The needle test the page runs (`kvlab_core::lm::needle`): the answer each cache generates,
+/// the question read before the compression (query-aware) or after it.
+#[test]
+fn the_needle_test_snapkv_finds_the_fact_only_when_it_has_read_the_question() {
+    use kvlab_core::lm::needle::{answer, tokens, Asked};
+    let (lm, text) = setup();
+    let cases = fact_cases(&text);
+    let snapkv = policy_spec(
+        Policy::SnapKv {
+            window: 8,
+            pooling: Pooling::Max { kernel: 7 },
+        },
+        32,
+        16,
+    );
+    let recent = policy_spec(Policy::StreamingLlm { sinks: 0 }, 32, 0);
+    let mut right = [0usize; 4];
+    for case in &cases {
+        let run = lm.forward(&tokens(case)).expect("a case fits");
+        let a = |spec: Option<&CacheSpec>, asked| {
+            answer(&lm, &run, case, spec, asked)
+                .expect("an answer")
+                .correct()
+        };
+        for (i, ok) in [
+            a(None, Asked::Before),
+            a(Some(&snapkv), Asked::Before),
+            a(Some(&snapkv), Asked::After),
+            a(Some(&recent), Asked::Before),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            right[i] += usize::from(ok);
+        }
+    }
+    let n = cases.len() as f64;
+    let [full, before, after, window] = right.map(|r| r as f64 / n);
+    show(&format!(
+        "needle, B 32: full {full:.3}, SnapKV asked before {before:.3}, after {after:.3}, window {window:.3}"
+    ));
+    assert!(full >= 0.9, "full cache {full:.3}");
+    assert!(
+        before >= 0.8 * full,
+        "SnapKV with the question read: {before:.3}"
+    );
+    assert!(
+        after <= 0.5 * before,
+        "SnapKV before the question: {after:.3} (read: {before:.3})"
+    );
+    assert!(window <= 0.3, "the recent window alone: {window:.3}");
+    // a learner's own fact, 150 bytes back in the held-out text
+    let own = tasks::fact_case_with(&text[1000..], "Mirabel", "2026", 255, 150).expect("fits");
+    let run = lm.forward(&tokens(&own)).expect("fits");
+    let said = |spec: Option<&CacheSpec>| {
+        let a = answer(&lm, &run, &own, spec, Asked::Before).expect("an answer");
+        String::from_utf8_lossy(&a.bytes).into_owned()
+    };
+    let (full, snap, win) = (said(None), said(Some(&snapkv)), said(Some(&recent)));
+    show(&format!(
+        "Mirabel 2026: full {full:?}, SnapKV {snap:?}, window {win:?}"
+    ));
+    assert_eq!((full.as_str(), snap.as_str()), ("2026", "2026"));
+    assert_ne!(win, "2026");
+}

@@ -436,7 +436,7 @@ fn model_config(run: &LmRun) -> ModelConfig {
 
 /// The bytes of the prefill's cache under `spec` with `kept` (the mean kept per head, which
 /// the per-head allocation keeps on average), and of the full prefill cache.
-fn cache_bytes(
+pub(crate) fn cache_bytes(
     run: &LmRun,
     prefill: usize,
     spec: &CacheSpec,
@@ -854,19 +854,24 @@ pub fn levers(spec: &CacheSpec, prefill: usize) -> (Option<CacheSpec>, Option<Ca
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::lm::LmConfig;
     use crate::quant::{Granularity, MetaDtype, Scheme};
 
     /// A small model with pseudo-random weights (norms 1, biases 0), so that heads differ.
     fn model() -> Lm {
+        model_of_context(24)
+    }
+
+    /// [`model`] with a context of `context` tokens.
+    pub(crate) fn model_of_context(context: usize) -> Lm {
         let config = LmConfig {
             d_model: 8,
             layers: 2,
             heads: 2,
             mlp: 16,
-            context: 24,
+            context,
             vocab: 256,
             rope_base: 10_000.0,
             norm_eps: 1e-5,

@@ -13,6 +13,7 @@
 //! with a (compressed) cache needs; both give the same logits.
 
 pub mod compress;
+pub mod needle;
 pub mod tasks;
 
 use crate::tensor::Matrix;

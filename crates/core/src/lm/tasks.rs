@@ -72,6 +72,8 @@ pub struct Case {
     pub bytes: Vec<u8>,
     /// Where the fact (or the first copy of the span) sits.
     pub source: Range<usize>,
+    /// Where what asks for the answer starts: the question (or the span's repeat).
+    pub asked: usize,
     /// The graded bytes, at the end: the answer (or the repeat's second half).
     pub answer: Range<usize>,
 }
@@ -80,11 +82,39 @@ pub struct Case {
 /// filler from `text` fills the start. `None` when the parts do not fit in `len`.
 pub fn fact_case(text: &[u8], rng: &mut Xoshiro256, len: usize, distance: usize) -> Option<Case> {
     let (key, value) = (draw_key(rng), draw_value(rng));
-    let fact = format!("{} ", fill(FACT, &key, &value));
-    let (q, a) = question(&key, &value);
-    let fixed = fact.len() + distance + q.len() + a.len();
+    let fixed = fact_len(&key, &value, distance)?;
     let before = len.checked_sub(fixed)?;
-    let fill_bytes = filler(text, rng, before + distance);
+    fact_case_with(
+        filler(text, rng, before + distance),
+        &key,
+        &value,
+        len,
+        distance,
+    )
+}
+
+/// The bytes a fact case needs besides the filler before the fact: the fact and its space,
+/// `distance` bytes, the question and the answer.
+fn fact_len(key: &str, value: &str, distance: usize) -> Option<usize> {
+    let fact = fill(FACT, key, value).len() + 1;
+    let (q, a) = question(key, value);
+    fact.checked_add(distance)?.checked_add(q.len() + a.len())
+}
+
+/// The fact case of `key` and `value` in `len` bytes with `fill` as its text (its first
+/// bytes before the fact, the next `distance` between the fact and its question): what the
+/// page builds from the learner's own fact. `None` when the parts do not fit in `len` or
+/// `fill` is shorter than the room they leave.
+pub fn fact_case_with(
+    fill_bytes: &[u8],
+    key: &str,
+    value: &str,
+    len: usize,
+    distance: usize,
+) -> Option<Case> {
+    let fact = format!("{} ", fill(FACT, key, value));
+    let (q, a) = question(key, value);
+    let before = len.checked_sub(fact_len(key, value, distance)?)?;
     if fill_bytes.len() < before + distance {
         return None;
     }
@@ -92,13 +122,15 @@ pub fn fact_case(text: &[u8], rng: &mut Xoshiro256, len: usize, distance: usize)
     bytes.extend_from_slice(&fill_bytes[..before]);
     let source = bytes.len()..bytes.len() + fact.len() - 1;
     bytes.extend_from_slice(fact.as_bytes());
-    bytes.extend_from_slice(&fill_bytes[before..]);
+    bytes.extend_from_slice(&fill_bytes[before..before + distance]);
+    let asked = bytes.len();
     bytes.extend_from_slice(q.as_bytes());
     let answer = bytes.len()..bytes.len() + a.len();
     bytes.extend_from_slice(a.as_bytes());
     Some(Case {
         bytes,
         source,
+        asked,
         answer,
     })
 }
@@ -131,6 +163,7 @@ pub fn copy_case(
     Some(Case {
         bytes,
         source,
+        asked: repeat,
         answer: repeat + span / 2..repeat + span,
     })
 }
@@ -158,6 +191,18 @@ mod tests {
             .unwrap()
             .rfind("The number of ");
         assert_eq!(q_start, Some(c.source.end + 1 + 128));
+        assert_eq!(Some(c.asked), q_start);
+        // the learner's own fact, with the text given
+        let own = fact_case_with(TEXT, "Abigail", "12", 200, 30).unwrap();
+        assert_eq!(own.bytes.len(), 200);
+        assert_eq!(&own.bytes[own.answer.clone()], b"12");
+        assert_eq!(
+            &own.bytes[own.source.clone()],
+            b"The number of Abigail is 12."
+        );
+        assert_eq!(own.asked, own.source.end + 1 + 30);
+        assert!(fact_case_with(&TEXT[..100], "Abigail", "12", 200, 30).is_none());
+        assert!(fact_case_with(TEXT, "Abigail", "12", 60, 30).is_none());
         assert!(fact_case(TEXT, &mut rng, 100, 128).is_none());
     }
 
