@@ -25,7 +25,8 @@ pub struct ModelSpecs {
     /// The method's policy name.
     pub policy: &'static str,
     /// Every policy at the same `B` and quantization, then the two that teach attention sinks:
-    /// the recent window alone (no sinks) and the full cache less its first token.
+    /// the recent window alone (no sinks) and the full cache less its first token (at full
+    /// precision: what the token alone is worth).
     pub policies: Vec<NamedSpec>,
     /// How text is generated.
     pub sampling: Sampling,
@@ -74,10 +75,13 @@ pub fn model_specs(s: &Settings) -> ModelSpecs {
             policy: Policy::StreamingLlm { sinks: 0 },
         }),
     });
+    // (at full precision: the row says what token 0 alone is worth, apart from the bits)
     policies.push(NamedSpec {
         name: "drop-first",
         spec: CacheSpec {
             keep: Keep::DropFirst,
+            keys: None,
+            values: None,
             ..with(Keep::All)
         },
     });

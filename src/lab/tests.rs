@@ -1488,4 +1488,11 @@ fn section_5_asks_the_model_for_the_settings_compression_and_every_policy() {
         ]
     );
     assert_eq!(specs.sampling.temperature, 0.0, "greedy by default");
+    // "full cache less token 0" measures the token, not the bits: it is not quantized (at 2
+    // or 3 bits it measured the quantization: issue 37)
+    let first = specs.policies.last().expect("drop-first").spec;
+    assert_eq!(
+        (first.keep, first.keys, first.values),
+        (Keep::DropFirst, None, None)
+    );
 }
