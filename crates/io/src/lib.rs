@@ -26,6 +26,7 @@ pub mod csv;
 pub mod json;
 pub mod lm;
 pub mod model_report;
+pub mod needle_report;
 pub mod npy;
 pub mod safetensors;
 

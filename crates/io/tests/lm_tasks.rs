@@ -435,3 +435,91 @@ fn the_needle_test_snapkv_finds_the_fact_only_when_it_has_read_the_question() {
     assert_eq!((full.as_str(), snap.as_str()), ("2026", "2026"));
     assert_ne!(win, "2026");
 }
+
+/// Section 5's accuracy chart on its built-in cases (`kvlab_io::needle_report`): each
+/// policy's share of facts answered at each budget; `KVLAB_SHOW=1` prints the table.
+#[test]
+fn the_accuracy_chart_rises_with_the_budget_and_the_full_cache_is_its_ceiling() {
+    use kvlab_core::lm::needle::{answer, tokens, Asked};
+    use kvlab_io::needle_report::{needle_cases, needle_row, NEEDLE_BUDGETS};
+    let (lm, text) = setup();
+    let cases = needle_cases(&text);
+    let runs: Vec<_> = cases
+        .iter()
+        .map(|c| lm.forward(&tokens(c)).expect("a case fits"))
+        .collect();
+    let full = cases
+        .iter()
+        .zip(&runs)
+        .filter(|(c, r)| {
+            answer(&lm, r, c, None, Asked::Before)
+                .expect("an answer")
+                .correct()
+        })
+        .count() as f64
+        / cases.len() as f64;
+    let policies = [
+        (
+            "SnapKV",
+            Policy::SnapKv {
+                window: 8,
+                pooling: Pooling::Max { kernel: 7 },
+            },
+            16,
+        ),
+        ("H2O", Policy::H2oSum, 16),
+        ("StreamingLLM", Policy::StreamingLlm { sinks: 4 }, 0),
+        ("window", Policy::StreamingLlm { sinks: 0 }, 0),
+        ("oracle", Policy::Oracle, 16),
+    ];
+    let mut lines = vec![format!(
+        "full cache {full:.3}; budgets {NEEDLE_BUDGETS:?} then the prefill"
+    )];
+    let mut curves = Vec::new();
+    for asked in [Asked::Before, Asked::After] {
+        for &(name, p, r) in &policies {
+            let spec = policy_spec(p, 0, r);
+            let rows: Vec<_> = cases
+                .iter()
+                .zip(&runs)
+                .map(|(c, run)| needle_row(&lm, run, c, &spec, asked).expect("a row"))
+                .collect();
+            let acc: Vec<f64> = (0..rows[0].len())
+                .map(|i| rows.iter().filter(|r| r[i].correct).count() as f64 / rows.len() as f64)
+                .collect();
+            let ratio: Vec<f64> = (0..rows[0].len())
+                .map(|i| rows.iter().map(|r| r[i].r_overall).sum::<f64>() / rows.len() as f64)
+                .collect();
+            lines.push(format!(
+                "{asked:?} {name}: accuracy {acc:.2?} at R_overall {ratio:.1?}"
+            ));
+            curves.push((asked, name, acc, ratio));
+        }
+    }
+    show(&lines.join("\n"));
+    assert!(full >= 0.9, "full cache {full:.3}");
+    for (asked, name, acc, ratio) in &curves {
+        // at the prefill nothing is dropped: the full cache's answers
+        assert_eq!(acc.last(), Some(&full), "{asked:?} {name} at the prefill");
+        assert_eq!(ratio.last(), Some(&1.0));
+        assert!(
+            ratio.windows(2).all(|w| w[0] > w[1]),
+            "{name}: R_overall falls as B grows"
+        );
+    }
+    let at = |asked, name: &str, budget: usize| {
+        let i = NEEDLE_BUDGETS
+            .iter()
+            .position(|&b| b == budget)
+            .expect("a budget");
+        curves
+            .iter()
+            .find(|c| c.0 == asked && c.1 == name)
+            .map(|c| c.2[i])
+            .expect("a curve")
+    };
+    assert!(at(Asked::Before, "SnapKV", 32) >= 0.8 * full);
+    assert!(at(Asked::Before, "SnapKV", 4) < at(Asked::Before, "SnapKV", 32));
+    assert!(at(Asked::Before, "window", 32) <= 0.3);
+    assert!(at(Asked::After, "SnapKV", 32) < at(Asked::Before, "SnapKV", 32));
+}

@@ -1,0 +1,196 @@
+//! Section 5's needle test on the real model, for the page (issue 37): a fact stated in the
+//! text and asked for at its end ([`kvlab_core::lm::needle`]), the answer each cache gives,
+//! and each policy's accuracy on a fixed set of built-in cases against the cache's
+//! `R_overall`, a case and a policy at a time.
+
+use kvlab_core::lm::compress::{CacheSpec, EvalError, Keep};
+use kvlab_core::lm::needle::{answer, Answer, Asked};
+use kvlab_core::lm::tasks::{self, Case};
+use kvlab_core::lm::{Lm, LmRun};
+use kvlab_core::policy::Policy;
+use kvlab_core::rng::Xoshiro256;
+use serde::Serialize;
+
+use crate::model_report::Named;
+
+/// The built-in cases' seed: neither the trainer's streams nor the tests'.
+pub const NEEDLE_SEED: u64 = 0x6e65_6564_6c65;
+
+/// The built-in cases: this many, the distances between fact and question cycling through
+/// [`NEEDLE_DISTANCES`].
+pub const NEEDLE_CASES: usize = 16;
+
+/// Bytes of text between a built-in case's fact and its question.
+pub const NEEDLE_DISTANCES: [usize; 4] = [48, 96, 144, 192];
+
+/// The budgets of the accuracy chart (then the prefill, where nothing is dropped).
+pub const NEEDLE_BUDGETS: [usize; 6] = [4, 8, 16, 32, 64, 128];
+
+/// The built-in cases, 255 bytes each (the model's context less the BOS), filler from `text`
+/// (the held-out slice): new names and numbers from [`NEEDLE_SEED`].
+pub fn needle_cases(text: &[u8]) -> Vec<Case> {
+    let mut rng = Xoshiro256::stream(NEEDLE_SEED, 1);
+    let mut cases = Vec::with_capacity(NEEDLE_CASES);
+    let mut tries = 0;
+    while cases.len() < NEEDLE_CASES && tries < 10 * NEEDLE_CASES {
+        let distance = NEEDLE_DISTANCES[cases.len() % NEEDLE_DISTANCES.len()];
+        cases.extend(tasks::fact_case(text, &mut rng, 255, distance));
+        tries += 1;
+    }
+    cases
+}
+
+/// What one cache answered, for the page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NeedleAnswer {
+    /// The compression's name (`full` for the full cache).
+    pub name: String,
+    /// The answer it generated, as text.
+    pub said: String,
+    /// Whether each byte is the true answer's.
+    pub right: Vec<bool>,
+    /// Every byte right.
+    pub correct: bool,
+    /// The prefill cache's `R_overall`.
+    pub r_overall: f64,
+    /// The share of heads that kept every byte of the fact's value.
+    pub kept_value: f64,
+}
+
+fn report(name: &str, case: &Case, a: &Answer) -> NeedleAnswer {
+    let value = value_tokens(case);
+    let heads = a.kept.iter().flatten().count().max(1);
+    let keeping = a
+        .kept
+        .iter()
+        .flatten()
+        .filter(|k| value.clone().all(|t| k.binary_search(&t).is_ok()))
+        .count();
+    NeedleAnswer {
+        name: name.to_string(),
+        said: String::from_utf8_lossy(&a.bytes).into_owned(),
+        right: a.right.clone(),
+        correct: a.correct(),
+        r_overall: a.r_overall(),
+        kept_value: keeping as f64 / heads as f64,
+    }
+}
+
+/// The tokens of the fact's value in the case (token `k` is byte `k - 1`).
+fn value_tokens(case: &Case) -> std::ops::Range<usize> {
+    let value = &case.bytes[case.answer.clone()];
+    let at = case.bytes[case.source.clone()]
+        .windows(value.len().max(1))
+        .position(|w| w == value)
+        .map_or(case.source.start, |i| case.source.start + i);
+    at + 1..at + 1 + value.len()
+}
+
+/// The answers of the full cache and of every compression of `policies` to `case`, whose
+/// full forward ([`kvlab_core::lm::needle::tokens`]) is `run`.
+pub fn needle_answers(
+    lm: &Lm,
+    run: &LmRun,
+    case: &Case,
+    policies: &[Named<'_>],
+    asked: Asked,
+) -> Result<Vec<NeedleAnswer>, EvalError> {
+    let mut out = vec![report("full", case, &answer(lm, run, case, None, asked)?)];
+    for &(name, spec) in policies {
+        out.push(report(
+            name,
+            case,
+            &answer(lm, run, case, Some(spec), asked)?,
+        ));
+    }
+    Ok(out)
+}
+
+/// One point of a policy's accuracy on one case.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NeedlePoint {
+    /// `B` (the prefill's length where nothing is dropped).
+    pub budget: usize,
+    /// The prefill cache's `R_overall`.
+    pub r_overall: f64,
+    /// Every byte of the answer right.
+    pub correct: bool,
+}
+
+/// `spec`'s policy on `case` at every budget of [`NEEDLE_BUDGETS`] below the prefill, then
+/// at the prefill: one case of one curve of the accuracy chart. StreamingLLM's sinks are
+/// capped at each budget, as the page's controls cap them.
+pub fn needle_row(
+    lm: &Lm,
+    run: &LmRun,
+    case: &Case,
+    spec: &CacheSpec,
+    asked: Asked,
+) -> Result<Vec<NeedlePoint>, EvalError> {
+    let prefill = match asked {
+        Asked::Before => case.answer.start + 1,
+        Asked::After => case.asked + 1,
+    };
+    let budgets = NEEDLE_BUDGETS
+        .iter()
+        .copied()
+        .filter(|&b| b < prefill)
+        .chain([prefill]);
+    budgets
+        .map(|budget| {
+            let keep = match spec.keep {
+                Keep::Policy {
+                    policy: Policy::StreamingLlm { sinks },
+                } => Keep::Policy {
+                    policy: Policy::StreamingLlm {
+                        sinks: sinks.min(budget),
+                    },
+                },
+                keep => keep,
+            };
+            let a = answer(
+                lm,
+                run,
+                case,
+                Some(&CacheSpec {
+                    budget,
+                    keep,
+                    ..*spec
+                }),
+                asked,
+            )?;
+            Ok(NeedlePoint {
+                budget,
+                r_overall: a.r_overall(),
+                correct: a.correct(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_cases_cycle_the_distances_with_new_names() {
+        let text = b"And God said, Let there be light: and there was light. ".repeat(40);
+        let cases = needle_cases(&text);
+        assert_eq!(cases.len(), NEEDLE_CASES);
+        for (i, c) in cases.iter().enumerate() {
+            assert_eq!(c.bytes.len(), 255);
+            // the question starts the distance after the fact and its space
+            assert_eq!(c.asked, c.source.end + 1 + NEEDLE_DISTANCES[i % 4]);
+            let value = &c.bytes[c.answer.clone()];
+            let t = value_tokens(c);
+            assert_eq!(&c.bytes[t.start - 1..t.end - 1], value);
+        }
+        let keys: std::collections::HashSet<_> = cases
+            .iter()
+            .map(|c| c.bytes[c.source.clone()].to_vec())
+            .collect();
+        assert_eq!(keys.len(), NEEDLE_CASES, "every fact new");
+    }
+}
