@@ -193,4 +193,123 @@ mod tests {
             .collect();
         assert_eq!(keys.len(), NEEDLE_CASES, "every fact new");
     }
+
+    #[test]
+    fn a_learners_fact_is_built_or_refused_in_words() {
+        let text = b"And God said, Let there be light: and there was light. ".repeat(10);
+        let c = learner_case(&text, " Mirabel ", "2026", 150, 255).expect("fits");
+        assert_eq!(&c.bytes[c.answer.clone()], b"2026");
+        assert_eq!(c.asked, c.source.end + 1 + 150);
+        let e = |k: &str, v: &str, d: usize, t: &[u8]| {
+            learner_case(t, k, v, d, 255).unwrap_err().to_string()
+        };
+        assert_eq!(
+            e("", "1", 10, &text),
+            "the name is empty: type one (a name like \"Tobeka\", a number like \"4817\")"
+        );
+        assert_eq!(
+            e("Ann", "12.5", 10, &text),
+            "the value \"12.5\" has '.': use letters, digits and spaces"
+        );
+        // "The number of Ann is 7." and its space: 24; the question and answer: 22
+        assert_eq!(
+            e("Ann", "7", 240, &text),
+            "the fact, 240 bytes of text and the question need 286 bytes; the model reads 255: \
+             a distance of at most 209 fits"
+        );
+        assert_eq!(
+            e("Ann", "7", 100, &text[..50]),
+            "the text has 50 bytes; the case needs 209 around the fact: give more text"
+        );
+    }
+}
+
+/// Why the learner's fact cannot be asked (each names the value and what is allowed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NeedleError {
+    /// An empty name or value.
+    #[error("the {what} is empty: type one (a name like \"Tobeka\", a number like \"4817\")")]
+    Empty {
+        /// `name` or `value`.
+        what: &'static str,
+    },
+    /// A name or value with a byte the templates cannot hold.
+    #[error("the {what} {text:?} has {found:?}: use letters, digits and spaces")]
+    Character {
+        /// `name` or `value`.
+        what: &'static str,
+        /// What was typed.
+        text: String,
+        /// The first character refused.
+        found: char,
+    },
+    /// The fact, the distance and the question do not fit the model's context.
+    #[error(
+        "the fact, {distance} bytes of text and the question need {need} bytes; the model reads \
+         {context}: a distance of at most {most} fits"
+    )]
+    Long {
+        /// The distance asked for.
+        distance: usize,
+        /// The bytes needed.
+        need: usize,
+        /// The model's prompt bytes.
+        context: usize,
+        /// The longest distance that fits.
+        most: usize,
+    },
+    /// Too little text to fill the case.
+    #[error("the text has {have} bytes; the case needs {need} around the fact: give more text")]
+    Text {
+        /// Bytes of text given.
+        have: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+}
+
+/// The learner's fact `key` is `value`, asked `distance` bytes of `text` later, in a prompt of
+/// `len` bytes (the model's context less the BOS): the text fills the prompt before the fact
+/// and between it and the question.
+pub fn learner_case(
+    text: &[u8],
+    key: &str,
+    value: &str,
+    distance: usize,
+    len: usize,
+) -> Result<Case, NeedleError> {
+    for (what, s) in [("name", key), ("value", value)] {
+        if s.trim().is_empty() {
+            return Err(NeedleError::Empty { what });
+        }
+        if let Some(found) = s
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == ' '))
+        {
+            return Err(NeedleError::Character {
+                what,
+                text: s.to_string(),
+                found,
+            });
+        }
+    }
+    let (key, value) = (key.trim(), value.trim());
+    let fixed = tasks::fill(tasks::FACT, key, value).len() + 1 + {
+        let (q, a) = tasks::question(key, value);
+        q.len() + a.len()
+    };
+    let need = fixed + distance;
+    if need > len {
+        return Err(NeedleError::Long {
+            distance,
+            need,
+            context: len,
+            most: len.saturating_sub(fixed),
+        });
+    }
+    let room = len - fixed;
+    tasks::fact_case_with(text, key, value, len, distance).ok_or(NeedleError::Text {
+        have: text.len(),
+        need: room,
+    })
 }

@@ -230,9 +230,9 @@ fn symbols_window(rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     w
 }
 
-/// Names with their numbers (" Kotali 4817."), then the names asked again in another order
-/// with their numbers, until the window is full: every number after its name's second
-/// appearance is predictable, and only by finding the name's first.
+/// Four to six names with their numbers (" Kotali 4817."), then pairs drawn from that list
+/// at random until the window is full: every number after its name's second appearance is
+/// predictable, and only by finding the name's first.
 fn pairs_window(rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     let k = 4 + rng.below(3) as usize;
     let pairs: Vec<String> = (0..k)
@@ -246,7 +246,8 @@ fn pairs_window(rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     w
 }
 
-/// Two or three facts, each asked for once or twice after them, text around them.
+/// Two facts and four questions, or three and three, each question about one of the
+/// window's facts drawn at random, spliced in that order into the text.
 fn dense_facts_window(text: &[u8], rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     let k = 2 + rng.below(2) as usize;
     let pairs: Vec<(String, String)> = (0..k)
