@@ -214,9 +214,59 @@ fn build_flavour(ws: &Workspace, flavour: &Flavour, pkg: &Path) -> Result<()> {
         .typescript(false)
         .omit_default_module_path(false)
         .remove_name_section(true)
+        .remove_producers_section(true)
         .generate(pkg)
         .map_err(|e| format!("wasm-bindgen could not generate bindings: {e:#}"))?;
+    let module = pkg.join(format!("{}_bg.wasm", flavour.artifact));
+    let bytes = std::fs::read(&module).map_err(|e| format!("{}: {e}", module.display()))?;
+    let stripped = strip_custom_sections(&bytes, &["target_features"])
+        .ok_or_else(|| format!("{}: not a WebAssembly module", module.display()))?;
+    std::fs::write(&module, stripped).map_err(|e| format!("{}: {e}", module.display()))?;
     Ok(())
+}
+
+/// `module` without its custom sections named in `names`: metadata for tools that engines
+/// ignore (LLVM's `target_features`: 150 bytes the page would download at start). `None`
+/// when `module` is not a well-formed sequence of sections.
+pub fn strip_custom_sections(module: &[u8], names: &[&str]) -> Option<Vec<u8>> {
+    fn leb(b: &[u8], mut i: usize) -> Option<(usize, usize)> {
+        let (mut v, mut shift) = (0usize, 0u32);
+        loop {
+            let x = *b.get(i)?;
+            i += 1;
+            v |= usize::from(x & 0x7f).checked_shl(shift)?;
+            if x < 0x80 {
+                return Some((v, i));
+            }
+            shift += 7;
+            if shift > 28 {
+                return None;
+            }
+        }
+    }
+    if module.get(..4)? != b"\0asm" {
+        return None;
+    }
+    let mut out = module.get(..8)?.to_vec();
+    let mut i = 8;
+    while i < module.len() {
+        let start = i;
+        let id = module[i];
+        let (size, body) = leb(module, i + 1)?;
+        let end = body.checked_add(size)?;
+        let section = module.get(start..end)?;
+        let drop = id == 0 && {
+            let (n, at) = leb(module, body)?;
+            names
+                .iter()
+                .any(|name| module.get(at..at + n) == Some(name.as_bytes()))
+        };
+        if !drop {
+            out.extend_from_slice(section);
+        }
+        i = end;
+    }
+    Some(out)
 }
 
 /// Adds the wasm32 target with rustup when `rustup target list --installed` lacks it.
@@ -456,6 +506,31 @@ pub fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn custom_sections_named_are_stripped_and_the_rest_kept_byte_for_byte() {
+        // header, a type section (id 1, 1 byte), a custom "target_features" (id 0), a custom
+        // "keep" and a code section (id 10, 2 bytes)
+        let mut m = b"\0asm\x01\0\0\0".to_vec();
+        m.extend([1, 1, 0]);
+        m.extend([0, 16, 15]);
+        m.extend(b"target_features");
+        m.extend([0, 6, 4]);
+        m.extend(b"keep\x07");
+        m.extend([10, 2, 0, 0]);
+        let s = super::strip_custom_sections(&m, &["target_features"]).unwrap();
+        let mut want = b"\0asm\x01\0\0\0".to_vec();
+        want.extend([1, 1, 0, 0, 6, 4]);
+        want.extend(b"keep\x07");
+        want.extend([10, 2, 0, 0]);
+        assert_eq!(s, want);
+        assert_eq!(
+            super::strip_custom_sections(&m[..m.len() - 1], &[]),
+            None,
+            "cut short"
+        );
+        assert_eq!(super::strip_custom_sections(b"nope\x01\0\0\0", &[]), None);
+    }
+
     use super::*;
 
     #[test]
