@@ -189,6 +189,28 @@ test('section 5 measures the model under the page\'s compression, and its words 
   assert.deepEqual(problems, []);
 });
 
+test('section 5\'s table says which rows kept the same tokens: at B <= r every policy with a recent window keeps the last B', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ budget: 16, recent: 32 }));
+  await page.locator('#model-run').click();
+  await page.locator('#model-on:not([hidden]):not(.stale)').waitFor({ timeout: 60_000 });
+  await settle(page);
+  const sameAs = (policy) => page.locator(`#model-rows tr[data-policy="${policy}"]`).getAttribute('data-same-as');
+  for (const policy of ['h2o-mean', 'snapkv', 'tova', 'random']) {
+    assert.equal(await sameAs(policy), 'h2o-sum', policy);
+    assert.equal(await cell(page, policy, 0), await cell(page, 'h2o-sum', 0), `${policy}: the same KL`);
+    assert.match(await page.locator(`#model-rows tr[data-policy="${policy}"] th`).textContent(), /= H2O \(sum/);
+  }
+  for (const policy of ['h2o-sum', 'streaming-llm', 'oracle']) assert.equal(await sameAs(policy), null, policy);
+  assert.equal(await page.locator('#model-same').isVisible(), true);
+  assert.match(await page.locator('#model-same').textContent(), /With B at most the recent window r/);
+  // Above r the policies that rank choose differently, and the note goes.
+  await set(page, 'budget', 96);
+  assert.equal(await sameAs('snapkv'), null);
+  assert.equal(await page.locator('#model-same').isVisible(),
+    await page.locator('#model-rows tr[data-same-as]').count() > 0);
+  assert.deepEqual(problems, []);
+});
+
 /** The trade-off sweep's answers so far (one per point, then one saying it is done). */
 const sweeps = (page) => page.evaluate(() => performance.getEntriesByName('kvlab:model:sweep').length);
 /** Waits for the `n`th sweep to be done. */

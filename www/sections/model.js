@@ -139,6 +139,16 @@ function writeRows(rows, ctx) {
     const th = document.createElement('th');
     th.scope = 'row';
     th.textContent = t(ctx.lang, `policy.${r.name}`);
+    if (r.sameAs) {
+      // (the same kept tokens in every head: the same numbers, said rather than left a puzzle)
+      const same = document.createElement('span');
+      same.className = 'same';
+      const policy = t(ctx.lang, `policy.${r.sameAs}`);
+      same.textContent = ` ${fill(t(ctx.lang, 'model.same'), { policy })}`;
+      same.title = fill(t(ctx.lang, 'model.same.label'), { policy });
+      tr.dataset.sameAs = r.sameAs;
+      th.append(same);
+    }
     tr.append(th);
     const cells = r.error ? [[r.error, '']] : [[nats(r.kl), r.kl], [fmt.pct(r.top1), r.top1],
       [nats(r.nll), r.nll], [bytes(r.bytes), r.bytes]];
@@ -152,6 +162,7 @@ function writeRows(rows, ctx) {
     return tr;
   });
   body.replaceChildren(...trs);
+  document.querySelector('#model-same').hidden = !rows.some((r) => r.sameAs);
 }
 
 /** The sinks' lesson, worded from the numbers: whether this model pays for dropping them. */

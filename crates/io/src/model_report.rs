@@ -108,6 +108,10 @@ pub struct PolicyRow {
     pub bytes: Option<u64>,
     /// Why it could not be measured.
     pub error: Option<String>,
+    /// The first row above that kept the very same tokens in every layer and head (its numbers
+    /// are then this row's too: at `B <= r` every policy with a recent window keeps the last
+    /// `B`), by name.
+    pub same_as: Option<String>,
 }
 
 /// The lever verdict in the model's currency.
@@ -194,20 +198,31 @@ pub const GENERATED: usize = 64;
 
 /// Every compression of `policies` (named) on the run of `tokens`: the table of section 5.
 pub fn policy_rows(lm: &Lm, run: &LmRun, tokens: &[u8], policies: &[Named<'_>]) -> Vec<PolicyRow> {
+    let mut seen: Vec<(&str, Vec<Vec<Vec<usize>>>)> = Vec::new();
     policies
         .iter()
-        .map(|&(name, spec)| row(name, quality(lm, run, tokens, spec)))
+        .map(|&(name, spec)| {
+            let q = quality(lm, run, tokens, spec);
+            let mut r = row(name, q.as_ref());
+            if let Ok(q) = &q {
+                r.same_as = seen
+                    .iter()
+                    .find(|(_, kept)| *kept == q.kept)
+                    .map(|(n, _)| n.to_string());
+                seen.push((name, q.kept.clone()));
+            }
+            r
+        })
         .collect()
 }
 
 /// The table's row of KIVI with `kivi` (every token kept, K per channel and V per token, the
 /// residual in full precision), named `kivi`.
 pub fn kivi_row(lm: &Lm, run: &LmRun, tokens: &[u8], kivi: &KiviConfig) -> PolicyRow {
-    row("kivi", kivi_quality(lm, run, tokens, kivi))
+    row("kivi", kivi_quality(lm, run, tokens, kivi).as_ref())
 }
 
-fn row(name: &str, q: Result<Quality, EvalError>) -> PolicyRow {
-    let q = q.as_ref();
+fn row(name: &str, q: Result<&Quality, &EvalError>) -> PolicyRow {
     PolicyRow {
         name: name.to_string(),
         kl: q.ok().map(Quality::mean_kl),
@@ -215,6 +230,7 @@ fn row(name: &str, q: Result<Quality, EvalError>) -> PolicyRow {
         nll: q.ok().filter(|q| !q.nll.is_empty()).map(Quality::mean_nll),
         bytes: q.ok().map(|q| q.bytes),
         error: q.err().map(ToString::to_string),
+        same_as: None,
     }
 }
 

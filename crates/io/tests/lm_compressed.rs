@@ -252,3 +252,61 @@ fn kivi_on_the_model_is_exact_untouched_and_costs_more_at_two_bits_than_four() {
     assert!(two > four, "KIVI-2 KL {two:e} against KIVI-4 {four:e}");
     assert!(two_bytes < four_bytes && four_bytes < full);
 }
+
+/// Section 5's table says which rows kept the very same tokens (issue 37: at B <= r the rows
+/// were equal without a word why): at B = 16 = r every policy with a recent window keeps the
+/// last 16, and H2O's row is their reference; StreamingLLM keeps its sinks and the oracle
+/// chooses freely. At B = 32 the policies that rank choose differently.
+#[test]
+fn the_table_names_the_rows_that_kept_the_same_tokens() {
+    use kvlab_io::model_report::policy_rows;
+    let (lm, ps) = setup();
+    let (tokens, run) = &ps[0];
+    let names = [
+        "h2o-sum",
+        "h2o-mean",
+        "snapkv",
+        "streaming-llm",
+        "tova",
+        "random",
+        "oracle",
+    ];
+    let same = |budget: usize| {
+        let params = kvlab_core::policy::PolicyParams {
+            window: 16,
+            pooling: Pooling::Max { kernel: 7 },
+            sinks: 4,
+            seed: 1,
+        };
+        let specs: Vec<CacheSpec> = Policy::each(&params)
+            .into_iter()
+            .map(|p| policy(p, budget, 16))
+            .collect();
+        let named: Vec<_> = names.iter().copied().zip(specs.iter()).collect();
+        policy_rows(&lm, run, tokens, &named)
+            .into_iter()
+            .map(|r| (r.name, r.same_as))
+            .collect::<Vec<_>>()
+    };
+    let h2o = Some("h2o-sum".to_string());
+    assert_eq!(
+        same(16),
+        [
+            ("h2o-sum".into(), None),
+            ("h2o-mean".into(), h2o.clone()),
+            ("snapkv".into(), h2o.clone()),
+            ("streaming-llm".into(), None),
+            ("tova".into(), h2o.clone()),
+            ("random".into(), h2o),
+            ("oracle".into(), None),
+        ]
+    );
+    let at_32 = same(32);
+    for (name, same_as) in &at_32[1..] {
+        assert_ne!(
+            same_as.as_deref(),
+            Some("h2o-sum"),
+            "{name} at B 32: {at_32:?}"
+        );
+    }
+}
