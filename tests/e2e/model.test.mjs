@@ -328,7 +328,16 @@ test('embed=model shows section 5 alone; its button runs the model there', async
   await settle(page);
   assert.ok(await figure(page, 'model-kl') > 0, 'B = 24 loses something');
   assert.ok(await inkShare(page, 'kl') > 0.005, 'the KL chart is drawn');
-  assert.equal(await page.locator('#model-texts .line').count(), 5);
+  // the texts continue what was typed: the prompt's end, not a point three quarters in
+  // (issue 37); a prompt that leaves no room to write 64 bytes is continued from its last 191
+  assert.equal(await page.locator('#model-texts .line').count(), 4);
+  const prompt = await page.locator('#model-prompt').inputValue();
+  assert.ok((await page.locator('#model-texts .ctx').textContent()).endsWith(prompt.slice(-30)));
+  const cut = Math.max(0, prompt.length - 191);
+  assert.ok(cut > 0, `the default prompt (${prompt.length} bytes) is longer than 191`);
+  assert.equal(await page.locator('#model-texts [data-cut]').getAttribute('data-cut'), String(cut));
+  assert.match(await page.locator('#model-texts [data-cut]').textContent(),
+    new RegExp(`^The texts continue the prompt’s last 191 bytes: .* the first ${cut} are left out`));
   assert.deepEqual(problems, []);
 });
 

@@ -111,13 +111,21 @@ export function writeModelDetails(d, ctx) {
     ctxSpan.textContent = `…${x.context}`;
     const lines = [
       line(t(lang, 'model.text.context'), [ctxSpan]),
-      line(t(lang, 'model.text.truth'), [x.truth]),
       line(t(lang, 'model.text.full'), [x.full]),
       line(t(lang, 'model.text.once'), marked(x.once, lang)),
     ];
     const policy = ctx.policy ? t(lang, `policy.${ctx.policy}`) : '';
     lines.push(line(t(lang, 'model.text.evicting'), x.evicting ? marked(x.evicting, lang)
       : [fill(t(lang, 'model.text.no-evict'), { policy })]));
+    if (x.cut > 0) {
+      const note = document.createElement('p');
+      note.className = 'note';
+      note.dataset.cut = String(x.cut);
+      note.textContent = fill(t(lang, 'model.text.cut'), {
+        kept: x.prefill - 1, context: x.prefill + x.bytes, bytes: x.bytes, n: x.cut,
+      });
+      lines.push(note);
+    }
     texts.replaceChildren(...lines);
   } else {
     texts.replaceChildren(d.text.Err ?? '');

@@ -144,12 +144,13 @@ pub struct AllocationReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TextReport {
-    /// The prefill's length (generation continues it).
+    /// The prefill's length in tokens: the prompt (its last bytes where it leaves the model no
+    /// room to write [`GENERATED`] bytes), which the texts continue.
     pub prefill: usize,
-    /// The prefill's last bytes (up to 48), as text: what the texts continue.
+    /// The prompt's bytes left out of the texts' prefill, from its start, for room to write.
+    pub cut: usize,
+    /// The prompt's last bytes (up to 48), as text: what the texts continue.
     pub context: String,
-    /// The prompt's own continuation after the prefill.
-    pub truth: String,
     /// Full cache.
     pub full: String,
     /// Compressed once, split at the first byte that differs from `full`.
@@ -193,7 +194,7 @@ fn split(full: &[u8], other: &[u8]) -> Split {
     }
 }
 
-/// Bytes generated after the prefill.
+/// Bytes generated after the prompt.
 pub const GENERATED: usize = 64;
 
 /// Every compression of `policies` (named) on the run of `tokens`: the table of section 5.
@@ -397,7 +398,10 @@ pub fn sweep_curve(
     curve
 }
 
-/// Text after the prefill from both caches.
+/// Text after the whole prompt (the run of `tokens`, BOS first) from both caches: what the
+/// model writes next, as a server continues what was typed. A prompt longer than the context
+/// less [`GENERATED`] bytes is continued from its last bytes (run again), so that there is
+/// room to write.
 pub fn text_report(
     lm: &Lm,
     run: &LmRun,
@@ -405,13 +409,26 @@ pub fn text_report(
     spec: &CacheSpec,
     sampling: &Sampling,
 ) -> Result<TextReport, EvalError> {
+    let room = lm.config().context.saturating_sub(GENERATED).max(2);
+    let cut = tokens.len().saturating_sub(room);
+    let shorter;
+    let (tokens, run) = if cut > 0 {
+        let mut t = Vec::with_capacity(room);
+        t.extend_from_slice(&tokens[..1]);
+        t.extend_from_slice(&tokens[1 + cut..]);
+        let r = lm.forward(&t)?;
+        shorter = (t, r);
+        (&shorter.0[..], &shorter.1)
+    } else {
+        (tokens, run)
+    };
     let g = generate(lm, run, tokens, spec, GENERATED, sampling)?;
     let p = g.prefill;
     let start = p.saturating_sub(48).max(1);
     Ok(TextReport {
         prefill: p,
+        cut,
         context: text(&tokens[start..p]),
-        truth: text(&tokens[p..]),
         full: text(&g.full),
         once: split(&g.full, &g.once),
         evicting: g.evicting.as_deref().map(|e| split(&g.full, e)),

@@ -310,3 +310,30 @@ fn the_table_names_the_rows_that_kept_the_same_tokens() {
         );
     }
 }
+
+/// Section 5's texts continue what was typed (issue 37: they started three quarters into the
+/// prompt, often mid-word, so a name at the prompt's end was never used): the whole prompt is
+/// the prefill; a prompt that leaves no room for 64 bytes is continued from its last bytes.
+#[test]
+fn the_texts_continue_the_whole_prompt() {
+    use kvlab_core::lm::compress::Sampling;
+    use kvlab_io::model_report::{text_report, GENERATED};
+    let (lm, ps) = setup();
+    let greedy = Sampling {
+        temperature: 0.0,
+        seed: 1,
+    };
+    let spec = policy(Policy::H2oSum, 32, 16);
+    // a short prompt: all of it is the prefill
+    let short = Lm::tokens("And the LORD said unto Moses, Speak unto the children of Israel");
+    let run = lm.forward(&short).expect("fits");
+    let r = text_report(&lm, &run, &short, &spec, &greedy).expect("texts");
+    assert_eq!((r.prefill, r.cut, r.bytes), (short.len(), 0, GENERATED));
+    assert!(r.context.ends_with("children of Israel"), "{}", r.context);
+    // the held-out passage (255 bytes): its last 191 continued, 64 bytes written
+    let (tokens, run) = &ps[0];
+    let r = text_report(&lm, run, tokens, &spec, &greedy).expect("texts");
+    assert_eq!((r.prefill, r.cut, r.bytes), (192, 64, GENERATED));
+    let tail = String::from_utf8_lossy(&tokens[tokens.len() - 20..]).into_owned();
+    assert!(r.context.ends_with(&tail), "{} / {tail}", r.context);
+}

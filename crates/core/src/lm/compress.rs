@@ -603,10 +603,10 @@ pub struct Sampling {
     pub seed: u64,
 }
 
-/// Text generated after the prefill with the full and with the compressed cache.
+/// Text generated after the prompt with the full and with the compressed cache.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Generation {
-    /// The prefill's length `P` (generation starts after it).
+    /// The prefill's length `P`: the prompt's tokens (generation starts after them).
     pub prefill: usize,
     /// With the full cache.
     pub full: Vec<u8>,
@@ -675,9 +675,10 @@ fn eviction(spec: &CacheSpec) -> Option<Evict> {
     }
 }
 
-/// Generates `n` bytes (fewer where the context ends) after the prefill of `tokens`, whose
-/// full forward is `run`: with the full cache, with the prefill compressed once by `spec`,
-/// and with the cache held at `spec`'s budget by decode-time eviction.
+/// Generates `n` bytes (fewer where the context ends) after the whole of `tokens` (the prompt
+/// is the prefill, as a server has it), whose full forward is `run`: with the full cache, with
+/// the prefill compressed once by `spec`, and with the cache held at `spec`'s budget by
+/// decode-time eviction.
 pub fn generate(
     lm: &Lm,
     run: &LmRun,
@@ -686,9 +687,8 @@ pub fn generate(
     n: usize,
     sampling: &Sampling,
 ) -> Result<Generation, EvalError> {
-    let protocol = Protocol::of(tokens.len())?;
-    let p = protocol.prefill;
-    let n = n.min(lm.config().context - p);
+    let p = protocol_of(run, tokens)?.tokens;
+    let n = n.min(lm.config().context.saturating_sub(p));
     let first = run.logits.row(p - 1).unwrap_or(&[]).to_vec();
     let text = |cache: &mut KvCache, evict: Option<Eviction>| {
         let mut rng = Xoshiro256::stream(sampling.seed, 0x006b_766c_6162);
@@ -1039,7 +1039,8 @@ pub(crate) mod tests {
 
     #[test]
     fn generation_from_the_full_cache_is_the_same_text_three_ways() {
-        let lm = model();
+        // (room after the prompt to write: it is all prefill)
+        let lm = model_of_context(40);
         let (tokens, run) = prompt(&lm);
         let greedy = Sampling {
             temperature: 0.0,
@@ -1057,9 +1058,20 @@ pub(crate) mod tests {
             ..CacheSpec::full()
         };
         let g = generate(&lm, &run, &tokens, &s, 100, &greedy).unwrap();
-        let p = Protocol::of(tokens.len()).unwrap().prefill;
-        assert_eq!(g.full.len(), 24 - p, "stops at the context");
+        // (the whole prompt is the prefill: the text continues what was typed)
+        assert_eq!(g.prefill, tokens.len());
+        assert_eq!(g.full.len(), 40 - tokens.len(), "stops at the context");
         assert!(g.evicting.is_some());
+        // The full cache's text is greedy decoding of the prompt, one token at a time.
+        let mut cache = KvCache::default();
+        let mut logits = lm.extend(&mut cache, &tokens).unwrap();
+        let mut greedy_text = Vec::new();
+        for _ in 0..g.full.len() {
+            let b = argmax(&logits[logits.len() - 256..]) as u8;
+            greedy_text.push(b);
+            logits = lm.decode(&mut cache, b).unwrap();
+        }
+        assert_eq!(g.full, greedy_text);
         // The same seed draws the same numbers for both caches.
         let warm = Sampling {
             temperature: 0.8,
