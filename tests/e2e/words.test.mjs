@@ -62,3 +62,18 @@ test('per token, per channel, per tensor: the scale, grid and bound are those of
   await page.close();
   await zh.page.close();
 });
+
+test('labels say what they mean: section 5 names the data section\'s own "A real model", the memory excludes the weights, output errors past 100% are explained', async () => {
+  for (const lang of ['en', 'zh']) {
+    const { page, problems } = await open(browser.context, urlWith({ lang }));
+    // (issue 38: section 5 said "open 'Real model'" where the data section says "A real model")
+    const summary = (await page.locator('#model-box summary').textContent()).trim();
+    assert.ok((await page.locator('#model-off').textContent()).includes(`“${summary}”`), `${lang}: ${summary}`);
+    // (the fit is the cache's: the weights are not in the memory it is given)
+    assert.match(await page.locator('label[for="memory_gib"]').textContent(),
+      lang === 'en' ? /KV cache.*weights not counted/ : /KV 缓存.*不含权重/);
+    assert.match(await page.locator('[data-i18n="compare.intro"]').textContent(),
+      lang === 'en' ? /‖o − ô‖ \/ ‖o‖.*100%/ : /‖o − ô‖ \/ ‖o‖.*100%/);
+    assert.deepEqual(problems, []);
+  }
+});
