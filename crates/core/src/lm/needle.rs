@@ -82,9 +82,10 @@ pub fn answer(
     }
     // (token k is byte k - 1: the prompt is the BOS and the bytes before the answer)
     let prompt = case.answer.start + 1;
+    // (a question that would start at or past its answer: the prompt is the prefill)
     let prefill = match asked {
         Asked::Before => prompt,
-        Asked::After => case.asked + 1,
+        Asked::After => (case.asked + 1).min(prompt),
     };
     let full = CacheSpec::full();
     let spec = spec.unwrap_or(&full);
@@ -193,6 +194,27 @@ mod tests {
             let a = answer(&lm, &run, &c, Some(&spec), asked).unwrap();
             assert!(a.kept.iter().flatten().all(|k| k.len() == 8));
             assert!(a.r_overall() > 1.0);
+        }
+    }
+
+    #[test]
+    fn a_question_that_starts_at_or_past_its_answer_is_read_before() {
+        // a copy of one letter (its graded half starts where the repeat does), and a case
+        // built by hand whose question would start past its answer: no panic, the prompt is
+        // the prefill either way
+        let lm = tiny();
+        let mut rng = crate::rng::Xoshiro256::stream(1, 1);
+        let one = crate::lm::tasks::copy_case(TEXT, &mut rng, 60, 1, 10).expect("fits");
+        assert_eq!(one.asked, one.answer.start);
+        let past = Case {
+            asked: case().answer.end,
+            ..case()
+        };
+        for c in [one, past] {
+            let run = lm.forward(&tokens(&c)).unwrap();
+            let after = answer(&lm, &run, &c, None, Asked::After).unwrap();
+            let before = answer(&lm, &run, &c, None, Asked::Before).unwrap();
+            assert_eq!((after.bytes, after.prefill), (before.bytes, before.prefill));
         }
     }
 
