@@ -108,9 +108,9 @@ pub struct PolicyRow {
     pub bytes: Option<u64>,
     /// Why it could not be measured.
     pub error: Option<String>,
-    /// The first row above that kept the very same tokens in every layer and head (its numbers
-    /// are then this row's too: at `B <= r` every policy with a recent window keeps the last
-    /// `B`), by name.
+    /// The first row above that kept the very same tokens in every layer and head, by name: its
+    /// KL, agreement and loss are then this row's too (the bytes can differ by a policy's score
+    /// state); at `B <= r` every policy with a recent window keeps the last `B`.
     pub same_as: Option<String>,
 }
 
