@@ -4,7 +4,7 @@
 // `onProgress(id, stage)`. The wasm build (simd128 or scalar) is chosen here, on the page, by
 // feature detection.
 
-import { wasmBuild } from './engine.js';
+import { wasmBuild } from './wasm.js';
 
 /** True when charts can be drawn from a worker. */
 export function workerPossible() {

@@ -13,183 +13,16 @@
 // (`pkg-upload/`, the `upload/` crate), fetched on the first upload (`uploadsModule`): most
 // visits never upload a file, and the readers are a fifth of the code.
 
-/** Bytes of a module using a SIMD instruction (`i8x16.popcnt`): valid only with simd128. */
-const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0,
-  10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+import { uploadsModule, theModel, loadedModel } from './wasm.js';
+import { plainError, asQuery, choiceArgs, epochNow } from './engine/values.js';
+import { modelSweep } from './engine/sweep.js';
 
-/** Which build this browser runs: 'simd128' where it validates a SIMD module, else 'scalar'. */
-export function wasmBuild() {
-  try {
-    return WebAssembly.validate(SIMD_PROBE) ? 'simd128' : 'scalar';
-  } catch {
-    return 'scalar';
-  }
-}
-
-/**
- * Loads and instantiates build `build` (URLs relative to this file), from `module` (a compiled
- * `WebAssembly.Module`, or a promise of one) when given; returns the bindings.
- */
-export async function loadWasm(build, module = null) {
-  const [mod, compiled] = await Promise.all([
-    build === 'simd128' ? import('./pkg-simd/kvlab.js') : import('./pkg/kvlab.js'),
-    module,
-  ]);
-  await mod.default(compiled ? { module_or_path: compiled } : undefined);
-  return mod;
-}
-
-/**
- * The upload module's file store (`Uploads`), fetched and instantiated on the first call; later
- * calls return the same store (the files uploaded so far stay in the upload module's memory).
- * When the module cannot be fetched (offline before it was ever loaded, a host missing the
- * file), the error says so and the next upload tries again: under a new URL, because a module
- * that failed to load stays failed under its own URL for the worker's lifetime.
- */
-let uploadsPromise = null;
-let uploadsAttempts = 0;
-let uploadExports = null; // the upload module's exports (its Model class too), once loaded
-function uploadsModule() {
-  if (!uploadsPromise) {
-    uploadsAttempts += 1;
-    // (its simd128 build where the browser has SIMD: the model runs twice as fast in it)
-    const folder = wasmBuild() === 'simd128' ? 'pkg-upload-simd' : 'pkg-upload';
-    const url = new URL(`./${folder}/kvlab_upload.js`, import.meta.url);
-    if (uploadsAttempts > 1) url.searchParams.set('attempt', String(uploadsAttempts));
-    uploadsPromise = (async () => {
-      try {
-        const mod = await import(url.href);
-        await mod.default();
-        uploadExports = mod;
-        return new mod.Uploads();
-      } catch (e) {
-        uploadsPromise = null;
-        // (with its fields, which the page words in its language: upload.refused.readersLost)
-        const refusal = { kind: 'readersLost', module: url.pathname.split('/').slice(-2).join('/'), detail: e?.message ?? String(e) };
-        throw Object.assign(new Error(`The file readers (${refusal.module}) could not be loaded: `
-          + `${refusal.detail}. Check the connection, then upload the file again.`), { field: 'file', refusal, refusalOf: 'upload' });
-      }
-    })();
-  }
-  return uploadsPromise;
-}
-
-/**
- * kvlab's trained model (`model/`: its card and f16 weights, ~1.6 MB), run by the upload
- * module: fetched and loaded on its first use, never at start. A failed fetch is said, and the
- * next use tries again.
- */
-let modelPromise = null;
-
-/**
- * The model's weights (`model/model.safetensors`, 1.6 MB), said as `model:<share>` progress
- * (every 5% of the bytes) while they arrive, so the page shows how much is in. XMLHttpRequest,
- * not a fetch body's stream: Chromium reported a streamed fetch read to its end as aborted on
- * a server keeping its connection open (ERR_ABORTED, the bytes all there). A server that
- * compresses them without a length gives no share: the page then says nothing until they are in.
- */
-function weightsWithProgress(progress) {
-  return new Promise((resolve, reject) => {
-    const x = new XMLHttpRequest();
-    x.open('GET', new URL('./model/model.safetensors', import.meta.url));
-    x.responseType = 'arraybuffer';
-    let said = -1;
-    x.onprogress = (e) => {
-      if (!e.lengthComputable || !e.total) return;
-      const share = Math.min(1, Math.floor((20 * e.loaded) / e.total) / 20);
-      if (share !== said) progress(`model:${share}`);
-      said = share;
-    };
-    x.onload = () => (x.status === 200 ? resolve(new Uint8Array(x.response))
-      : reject(new Error(`model.safetensors: HTTP ${x.status}`)));
-    x.onerror = () => reject(new Error('model.safetensors: the request failed'));
-    x.send();
-  });
-}
-let loadedModel = null; // the Model, once loaded
-function theModel(progress = () => {}) {
-  if (!modelPromise) {
-    modelPromise = (async () => {
-      await uploadsModule();
-      const card = async () => {
-        const r = await fetch(new URL('./model/model.json', import.meta.url));
-        if (!r.ok) throw new Error(`model.json: HTTP ${r.status}`);
-        return r.text();
-      };
-      try {
-        const [text, weights] = await Promise.all([card(), weightsWithProgress(progress)]);
-        loadedModel = new uploadExports.Model(text, weights);
-        return loadedModel;
-      } catch (e) {
-        modelPromise = null;
-        throw Object.assign(new Error(`The model could not be loaded: ${e?.message ?? e}. `
-          + 'Check the connection, then run it again.'), { field: 'model' });
-      }
-    })();
-  }
-  return modelPromise;
-}
-
-/**
- * The arguments of `Uploads.choose` from a choice `{attention, keys, values?, headMode, head,
- * layer, kvHead, normalise}` (absent fields as the page's defaults); throws an error naming the
- * field and the value for anything else.
- */
-function choiceArgs(choice) {
-  const refuse = (message) => Object.assign(new Error(`tensor choice rejected: ${message}`), { field: 'file' });
-  if (choice === null || typeof choice !== 'object' || Array.isArray(choice)) {
-    throw refuse(`expected an object {attention, keys, values, headMode, head, layer, kvHead, normalise}, got ${JSON.stringify(choice)}`);
-  }
-  const text = (key, fallback) => {
-    const v = choice[key] ?? fallback;
-    if (typeof v !== 'string') throw refuse(`${key} must be a tensor name (text), got ${JSON.stringify(v)}`);
-    return v;
-  };
-  const index = (key) => {
-    const v = choice[key] ?? 0;
-    if (!Number.isSafeInteger(v) || v < 0) throw refuse(`${key} must be a whole number from 0, got ${JSON.stringify(v)}`);
-    return v;
-  };
-  const values = choice.values == null || choice.values === '' ? undefined : text('values');
-  return [text('attention', ''), text('keys', ''), values, text('headMode', 'head'), index('head'),
-    index('layer'), index('kvHead'), Boolean(choice.normalise)];
-}
-
-/** Milliseconds since the epoch, comparable between the page and a worker (cold-load timeline). */
-export function epochNow() {
-  return performance.timeOrigin + performance.now();
-}
+// (the worker's and the page's fallback's way in: one module to load)
+export { wasmBuild, loadWasm } from './wasm.js';
+export { epochNow } from './engine/values.js';
 
 /** Charts drawn from the policy comparison (which a staged page computes last). */
 const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
-
-/**
- * An `Error` from wasm (or anywhere) as a plain object the page can show (`refusal`: a refusal's
- * fields, for the page's language, and `refusalOf`, whose: see kvlab::js::lab_error).
- */
-function plainError(e) {
-  return {
-    message: e?.message ?? String(e),
-    field: e?.field ?? null,
-    refusal: e?.refusal ?? null,
-    refusalOf: e?.refusalOf ?? null,
-  };
-}
-
-/**
- * A settings object as the query string the wasm module reads settings from (Rust's
- * `Settings::checked`: a link's parser, refusing what a link would have repaired). Empty values
- * are left out: `channel: null` (automatic) and `embed: null` are the defaults.
- */
-export function asQuery(settings) {
-  if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
-    throw new Error(`settings must be an object of the page's settings, not ${JSON.stringify(settings)}`);
-  }
-  return Object.entries(settings)
-    .filter(([, v]) => v !== null && v !== undefined)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
-    .join('&');
-}
 
 /**
  * An engine on the loaded wasm module `wasm` (from `loadWasm`, build name `build`), posting its
@@ -225,60 +58,15 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       const { tokens, prefill } = quality.protocol;
       page.useModelView(tokens, prefill, Float64Array.from(quality.kl), Float32Array.from(quality.marks),
         quality.bytesFull / Math.max(1, quality.bytes));
-      syncSweep(current);
+      sweep.sync(current);
       return { quality, ms: now() - t0 };
     } catch (e) {
       return { error: plainError(e) };
     }
   }
 
-  // The model's trade-off curves measured so far (`modelPart` 'sweep', a point at a time) and
-  // the settings they were measured with: every control that changes a curve (B moves only
-  // the ring, so a drag of B keeps them).
-  let sweep = { key: null, curves: [] };
-  const SWEEP_KEYS = ['bits', 'scheme', 'granularity', 'group', 'meta', 'recent', 'window', 'pool', 'kernel', 'sinks', 'seed', 'heads_budget'];
-
-  /** Forgets the curves when `settings` (or the prompt) changed what they measure. */
-  function syncSweep(settings) {
-    const key = JSON.stringify([modelShown?.prompt, ...SWEEP_KEYS.map((k) => settings[k])]);
-    if (sweep.key === key) return;
-    sweep = { key, curves: [] };
-    giveSweep();
-  }
-
-  /** The finished curves to the page's module (the `model-tradeoff` chart), flat. */
-  function giveSweep() {
-    const c = sweep.curves.filter((x) => x.done);
-    page.useModelSweep(c.map((x) => x.name), Uint32Array.from(c, (x) => x.points.length),
-      Float64Array.from(c.flatMap((x) => x.points.map((p) => p.rOverall))),
-      Float64Array.from(c.flatMap((x) => x.points.map((p) => p.kl))));
-  }
-
-  /**
-   * The next point of the model's trade-off curves for the current settings (`Model.sweep`, one
-   * run of the model): `{Ok: {curveDone, done}}`, a finished curve given to the page's module
-   * (`curveDone`), `{Ok: {done: true}}` once every curve is measured, or `{Err}`.
-   */
-  function sweepPart() {
-    const current = page.settings();
-    syncSweep(current);
-    const t0 = now();
-    try {
-      const last = sweep.curves.at(-1);
-      const open = last && !last.done;
-      const index = sweep.curves.length - (open ? 1 : 0);
-      const r = JSON.parse(loadedModel.sweep(JSON.stringify(current), index, open ? last.points.length : 0));
-      if (!r) return { Ok: { done: true }, ms: now() - t0 };
-      if (!open) sweep.curves.push({ name: r.name, points: [], done: false });
-      const c = sweep.curves[index];
-      if (r.point) c.points.push(r.point);
-      c.done = Boolean(r.error) || c.points.length >= r.of;
-      if (c.done) giveSweep();
-      return { Ok: { curveDone: c.done, done: false }, ms: now() - t0 };
-    } catch (e) {
-      return { Err: e?.message ?? String(e), ms: now() - t0 };
-    }
-  }
+  // The model's trade-off curves measured so far (engine/sweep.js).
+  const sweep = modelSweep(() => page, () => modelShown?.prompt);
 
   /**
    * Draws `charts` with the page's labels/theme; returns `{name: ms}`. While the comparison is
@@ -504,7 +292,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         const adopted = adopt(model.choose(prompt, layer, head), keep, progress);
         modelShown = { layer, head, prompt };
         // (the curves belong to the page module's data, which this replaced)
-        sweep = { key: null, curves: [] };
+        sweep.reset();
         // (as `update`: section 5 off screen, its quality waits for the catch-up)
         return measure ? { ...adopted, model: measureModel() } : { ...adopted, modelSkipped: true };
       });
@@ -513,14 +301,14 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * `{part}`: one of section 5's details for the current settings, while the model is the
      * data (`null` otherwise): `text` (64 bytes from the full cache, compressed once and held
      * at B), `policies` (every policy on the model), `levers`, `allocation` (the heads'
-     * budgets) or `sweep` (the next point of the trade-off curves, see sweepPart), as `{Ok: value}`
+     * budgets) or `sweep` (the next point of the trade-off curves, see engine/sweep.js), as `{Ok: value}`
      * or `{Err: message}` with the milliseconds it took. Each a few
      * runs of the model: the page asks for them one by one once the controls rest, so a change
      * never waits behind all of them.
      */
     modelPart: ({ part }) => {
       if (!modelShown || !loadedModel) return null;
-      if (part === 'sweep') return sweepPart();
+      if (part === 'sweep') return sweep.part(loadedModel);
       const settings = JSON.stringify(page.settings());
       const { layer, head } = modelShown;
       const run = {

@@ -3,6 +3,7 @@
 // Holds no math: every number comes from the figures Rust computed.
 
 import { fill } from './i18n.js';
+import { num, bytes } from './lib/format.js';
 
 const NS = 'http://www.w3.org/1998/Math/MathML';
 
@@ -37,7 +38,6 @@ const gap = (em = 1.5) => {
 };
 const name = (s) => el('mi', s); // multi-letter identifiers render upright
 
-/** A short number for formulas: 4 significant digits, plain integers as they are. */
 /** Tokens `a` to `b` (counted from 1, as the note does) as a set; null when empty. */
 const span = (a, b) => (a > b ? null : row(mo('{'), mn(a), ...(a < b ? [mo('…'), mn(b)] : []), mo('}')));
 
@@ -69,23 +69,6 @@ function shownGroup(q, tr) {
 
 /** A number, a negative one with the minus sign (−), not a hyphen. */
 const signed = (v) => mn(v < 0 ? `−${num(-v)}` : num(v));
-
-export function num(v) {
-  if (v === null || v === undefined || Number.isNaN(v)) return '—';
-  if (v === Infinity) return '∞';
-  if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3);
-  return String(Number(v.toPrecision(4)));
-}
-
-/** Bytes as text with a binary unit. */
-export function bytes(b) {
-  if (b < 1024) return `${b} B`;
-  if (b < 1024 ** 2) return `${(b / 1024).toFixed(1)} KiB`;
-  if (b < 1024 ** 3) return `${(b / 1024 ** 2).toFixed(2)} MiB`;
-  return `${(b / 1024 ** 3).toFixed(2)} GiB`;
-}
 
 function math(...children) {
   const m = el('math', ...children);
@@ -241,7 +224,6 @@ export const FORMULAS = {
   },
 };
 
-/** Replaces the content of every formula slot present in the page. */
 /** The section each formula belongs to (only changed sections are rebuilt). */
 const SECTION = {
   'f-budget': 'budget', 'f-bytes-fp': 'budget',
@@ -283,6 +265,10 @@ function patch(old, fresh) {
   }
 }
 
+/**
+ * Replaces the content of every formula slot present in the page (of `sections` only, when
+ * given): `tr(key)` words a text in the page's language.
+ */
 export function renderFormulas(figures, settings, tr, sections = null) {
   for (const [id, build] of Object.entries(FORMULAS)) {
     if (sections && !sections.has(SECTION[id])) continue;

@@ -11,7 +11,6 @@ import { TEXT, LOAD_ZH } from './i18n/text.js';
 
 export { TEXT, LOAD_ZH };
 
-
 /** The language to use: URL first, then the remembered choice, then the browser's. */
 export function initialLanguage(fromUrl) {
   if (fromUrl === 'en' || fromUrl === 'zh') return fromUrl;
@@ -29,7 +28,6 @@ export function t(lang, key) {
   return TEXT[lang]?.[key] ?? TEXT.en[key] ?? key;
 }
 
-/** `template` with each `{name}` replaced by `fields[name]` (unknown names are left as they are). */
 /**
  * A file refusal's words that name a place or a role (`field`, `role`, `axis`, `left`, `right`
  * of kvlab::io::LoadError::parts: "header field 'shape'", "line 3, column 2", "attention", ...)
@@ -55,6 +53,7 @@ export function placeName(lang, text) {
   return text;
 }
 
+/** `template` with each `{name}` replaced by `fields[name]` (unknown names are left as they are). */
 export function fill(template, fields) {
   return template.replace(/\{(\w+)\}/g, (m, k) => (k in fields ? String(fields[k]) : m));
 }

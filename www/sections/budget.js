@@ -1,8 +1,8 @@
 // Section 1's figures: the cache's bytes on the data and on the model, the context that fits.
 
 import { t, fill } from '../i18n.js';
-import { bytes } from '../formulas.js';
-import { figure, fmt, grouped } from './common.js';
+import { bytes, gib, fmt, grouped } from '../lib/format.js';
+import { figure } from './common.js';
 
 /** Writes section 1's figures of `f`. */
 export function writeBudget(f, ctx) {
@@ -10,8 +10,6 @@ export function writeBudget(f, ctx) {
   figure('bytes-final', b.data.m_final, bytes(b.data.m_final));
   figure('bytes-final-2', b.data.m_final, bytes(b.data.m_final));
   figure('bytes-fp-data', b.data.m_fp, bytes(b.data.m_fp));
-  // (a small model's cache in a smaller unit: not '0.000 GiB')
-  const gib = (v) => (v < 0.01 ? bytes(Math.round(v * 1024 ** 3)) : `${v.toFixed(3)} GiB`);
   figure('gib-final', b.modelGibFinal, gib(b.modelGibFinal));
   figure('gib-fp', b.modelGibFp, gib(b.modelGibFp));
   figure('r-overall-model', b.extrapolated.r_overall, fmt.ratio(b.extrapolated.r_overall));

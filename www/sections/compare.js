@@ -1,7 +1,8 @@
 // Section 3b's figures: the policy table, one row per policy, and what its rows measure.
 
 import { t, fill } from '../i18n.js';
-import { figure, fmt, said } from './common.js';
+import { fmt } from '../lib/format.js';
+import { figure, said } from './common.js';
 
 /** The policy table (`s`: the steps S of the data): text only (no HTML), one row per policy; cells are rewritten in place. */
 export function writeCompare(c, s, ctx) {

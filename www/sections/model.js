@@ -2,8 +2,8 @@
 // this only words what it measured), its texts, the policies on it and the levers' verdict.
 
 import { t, fill } from '../i18n.js';
-import { bytes } from '../formulas.js';
-import { figure, fmt } from './common.js';
+import { bytes, fmt } from '../lib/format.js';
+import { figure } from './common.js';
 
 const { nats } = fmt;
 

@@ -1,8 +1,8 @@
 // Section 2's figures: the quantization's errors, ratios and bounds, and the KIVI panel.
 
 import { t, fill } from '../i18n.js';
-import { bytes, num } from '../formulas.js';
-import { figure, fmt } from './common.js';
+import { bytes, num, fmt } from '../lib/format.js';
+import { figure } from './common.js';
 
 /** Writes section 2's figures of `f` (the engine's figures). */
 export function writeQuant(f, ctx) {

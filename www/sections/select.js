@@ -2,7 +2,8 @@
 // has them), its parts, R_token and the attention mass it retains.
 
 import { t, fill } from '../i18n.js';
-import { figure, fmt, grouped } from './common.js';
+import { fmt, grouped } from '../lib/format.js';
+import { figure } from './common.js';
 
 /**
  * Writes section 3's figures of `f`; `ctx.tokens`: the prompt's token texts of an upload, or

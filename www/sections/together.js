@@ -1,8 +1,8 @@
 // Section 4's figures: both levers on one measure, and the verdict the engine gives.
 
 import { t } from '../i18n.js';
-import { bytes } from '../formulas.js';
-import { figure, fmt } from './common.js';
+import { bytes, fmt } from '../lib/format.js';
+import { figure } from './common.js';
 
 /** Writes section 4's figures of `f`. */
 export function writeTogether(f, ctx) {

@@ -7,9 +7,11 @@
 //! 3. `cargo test --workspace --no-fail-fast` (unit, integration, property and doc tests)
 //! 4. the wasm builds (the page's module, scalar and simd128; the upload module) and `dist/`,
 //!    then the size budget (issue 6's gzip targets: the wasm at start, every file of the page)
-//! 5. Chromium (installed with apt when missing, as root on Debian)
-//! 6. node packages (`npm ci` from package-lock.json when node_modules is missing or stale)
-//! 7. browser tests: `node --test tests/e2e/` against `dist/` served on a free port under a
+//! 5. the page's unit tests: `node --test tests/unit/` (no browser: the controls' binding and
+//!    the update transaction against fakes, on the modules dist generated)
+//! 6. Chromium (installed with apt when missing, as root on Debian)
+//! 7. node packages (`npm ci` from package-lock.json when node_modules is missing or stale)
+//! 8. browser tests: `node --test tests/e2e/` against `dist/` served on a free port under a
 //!    sub-path, with the URL in `KVLAB_URL`
 //!
 //! Before the steps, and again after a failed run, it prints the free disk space where the run
@@ -179,6 +181,14 @@ pub fn test(ws: &Workspace) -> Result<ExitCode> {
             run.step(BUDGET, || size_budget(ws));
         }
         None => run.blocked(BUDGET, "the wasm build and dist"),
+    }
+    // (the page's own logic without a browser: the generated fields.js and texts are dist's)
+    const UNIT: &str = "page unit tests: node --test tests/unit/ (controls, update transaction)";
+    match dist {
+        Some(()) => {
+            run.step(UNIT, || unit_tests(ws));
+        }
+        None => run.blocked(UNIT, "the wasm build and dist"),
     }
     let chromium = run.step("browser: find or install Chromium", || {
         ensure_chromium().map(|p| (p, None))
@@ -534,6 +544,40 @@ pub fn ensure_node_packages(ws: &Workspace) -> std::result::Result<(), String> {
     run_status(ws.command("npm").args(["ci", "--no-audit", "--no-fund"])).map_err(|e| e.to_string())
 }
 
+/// The `node --test` files of `dir` (`*.test.mjs`, `*.test.js`), named one by one: node 20
+/// searches a folder argument, later versions read arguments as glob patterns; a list of files
+/// means the same to both.
+fn test_files(ws: &Workspace, dir: &str) -> std::result::Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    crate::wasm::collect_files(&ws.root.join(dir), &mut files).map_err(|e| e.to_string())?;
+    files.retain(|f| {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        [".test.mjs", ".test.js"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+    });
+    files.sort();
+    if files.is_empty() {
+        return Err(format!("no tests (*.test.mjs) in {dir}/"));
+    }
+    Ok(files
+        .into_iter()
+        .map(|f| f.strip_prefix(&ws.root).map(Path::to_path_buf).unwrap_or(f))
+        .collect())
+}
+
+/// The page's unit tests (`tests/unit/`, no browser: the controls' binding and the update
+/// transaction against fakes), after dist has written the generated modules they import.
+fn unit_tests(ws: &Workspace) -> std::result::Result<((), Option<Counts>), String> {
+    let files = test_files(ws, "tests/unit")?;
+    counted(
+        ws.command("node")
+            .args(["--test", "--test-reporter=tap"])
+            .args(&files),
+        Duration::from_secs(120),
+    )
+}
+
 /// Serves dist/ under a sub-path on a free port and runs the node tests against it.
 fn browser_tests(
     ws: &Workspace,
@@ -544,26 +588,17 @@ fn browser_tests(
     let url = server.url(PREFIX);
     println!("serving dist/ at {url}");
     let artifacts = ws.root.join("test-artifacts");
-    // The files are named one by one: node 20 searches a folder argument, later versions
-    // read arguments as glob patterns; a list of files means the same to both.
-    let mut files = Vec::new();
-    crate::wasm::collect_files(&ws.root.join("tests/e2e"), &mut files)
-        .map_err(|e| e.to_string())?;
-    files.retain(|f| {
-        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        [".test.mjs", ".test.js"]
-            .iter()
-            .any(|ext| name.ends_with(ext))
-    });
-    files.sort();
-    if files.is_empty() {
-        server.stop();
-        return Err("no browser tests (*.test.mjs) in tests/e2e/".into());
-    }
+    let files = match test_files(ws, "tests/e2e") {
+        Ok(files) => files,
+        Err(e) => {
+            server.stop();
+            return Err(e);
+        }
+    };
     let result = counted(
         ws.command("node")
             .args(["--test", "--test-reporter=tap"])
-            .args(files.iter().map(|f| f.strip_prefix(&ws.root).unwrap_or(f)))
+            .args(&files)
             .env("KVLAB_URL", &url)
             .env("KVLAB_CHROMIUM", chromium)
             .env("KVLAB_ARTIFACTS", &artifacts),

@@ -68,7 +68,6 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         std::fs::remove_dir_all(&dist)
             .map_err(|e| format!("cannot clear {}: {e}", dist.display()))?;
     }
-    let mut scripts = Vec::new();
     for file in &files {
         let to = dist.join(file.strip_prefix(&www)?);
         if let Some(parent) = to.parent() {
@@ -76,18 +75,28 @@ pub fn dist(ws: &Workspace) -> Result<()> {
         }
         std::fs::copy(file, &to)
             .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), to.display()))?;
-        if file.extension().is_some_and(|e| e == "js" || e == "css") {
-            scripts.push(to);
-        }
     }
+    crate::pipeline::ensure_node_packages(ws)?;
+    bundle(ws, &dist)?;
+    // (what is left after bundling: the entries, the worker, the generated glue, the style)
+    let mut shipped = Vec::new();
+    collect_files(&dist, &mut shipped)?;
+    shipped.sort();
+    let scripts: Vec<_> = shipped
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "js" || e == "css"))
+        .collect();
     minify(ws, &scripts)?;
     unindent(&dist.join("index.html"))?;
     blank_i18n_defaults(&dist.join("index.html"))?;
     let ahead = first_view::write(&www.join("i18n"), &dist.join("index.html"))?;
+    let mut shipped = Vec::new();
+    collect_files(&dist, &mut shipped)?;
     println!(
-        "xtask: dist assembled: {} files in {} (js and css minified; index.html with the \
-         default view drawn ahead, {ahead} B)",
-        files.len(),
+        "xtask: dist assembled: {} files in {} (the page's modules bundled into main.js and \
+         engine.js, js and css minified; index.html with the default view drawn ahead, \
+         {ahead} B)",
+        shipped.len(),
         dist.display()
     );
     print!("{}", size_report(&dist)?);
@@ -157,12 +166,32 @@ fn write_if_changed(to: &std::path::Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// The modules `dist/` keeps as entries: the page's (`main.js`, with every room it imports)
+/// and the engine's (`engine.js`, loaded by the worker, or by the page where it cannot start
+/// one). Everything else the page loads comes by URL (the worker, the wasm glue, the model).
+const ENTRIES: [&str; 2] = ["main.js", "engine.js"];
+
+/// Joins each of [`ENTRIES`] in `dist` with the modules it imports (esbuild,
+/// `xtask/bundle.mjs`), and removes the modules joined: a visit downloads two modules, not
+/// forty, and gzip reads each whole. `www/` keeps them apart, one concern a file.
+fn bundle(ws: &Workspace, dist: &std::path::Path) -> Result<()> {
+    let status = ws
+        .command("node")
+        .arg(ws.root.join("xtask").join("bundle.mjs"))
+        .arg(dist)
+        .args(ENTRIES)
+        .status()
+        .map_err(|e| format!("cannot run node (Node.js 20 or later is needed): {e}"))?;
+    if !status.success() {
+        return Err(format!("bundling dist/'s modules failed ({status})").into());
+    }
+    Ok(())
+}
+
 /// Minifies `scripts` (the page's and wasm-bindgen's JavaScript, and the style sheet, in
-/// `dist/`) in place with terser and csso (`xtask/minify.mjs`), installing the node packages
-/// first when they are missing: what the browser downloads carries no comments, indentation
-/// or long local names.
+/// `dist/`) in place with terser and csso (`xtask/minify.mjs`): what the browser downloads
+/// carries no comments, indentation or long local names.
 fn minify(ws: &Workspace, scripts: &[std::path::PathBuf]) -> Result<()> {
-    crate::pipeline::ensure_node_packages(ws)?;
     let status = ws
         .command("node")
         .arg(ws.root.join("xtask").join("minify.mjs"))

@@ -1,0 +1,175 @@
+// The update transaction against a fake port (a fake engine and page), without a browser:
+// changes made while the engine computes wait and go together, one request at a time; a value
+// already with the engine is not sent again; a refusal puts back what it changed, except what
+// was changed again meanwhile; the data's counts take what they bound along.
+// Run after `cargo xtask dist` (it writes the generated fields.js the transaction reads).
+
+import { test, beforeEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { app } from '../../www/app/store.js';
+import { change, connectUpdates } from '../../www/app/update.js';
+
+/** The control of setting `key` (the transaction keeps it to say where a refusal belongs). */
+const controls = new Map();
+const control = (key) => {
+  if (!controls.has(key)) controls.set(key, { key });
+  return controls.get(key);
+};
+
+/** Lets queued microtasks and promise callbacks run. */
+const settle = () => new Promise((resolve) => { setTimeout(resolve, 0); });
+
+let port;
+
+/**
+ * A fake port: each `send` is held until the test answers it (`reply()` or `refuse(error)`);
+ * frames run when the test says (`runFrame()`).
+ */
+function fakePort() {
+  const p = {
+    sends: [],
+    writes: [],
+    refusals: [],
+    shown: [],
+    frames: [],
+    busyMarks: 0,
+    now: () => 0,
+    busy: () => { p.busyMarks += 1; },
+    send(settings, changed, sections, dataChanged) {
+      return new Promise((resolve, reject) => {
+        p.sends.push({
+          settings: { ...settings }, keys: [...changed.keys()].sort(), sections: [...sections].sort(), dataChanged,
+          reply: () => resolve({ reply: 'ok', settings }),
+          refuse: (e) => reject(e),
+        });
+      });
+    },
+    written(sent, info) {
+      p.writes.push({ ...info, lateCommit: app.lateCommit });
+    },
+    refused(e, changed) {
+      p.refusals.push(e);
+      return changed.get(e.field) ?? null;
+    },
+    controlOf: (key) => control(key),
+    show: (c, v) => p.shown.push([c.key, v]),
+    frame(callback) {
+      p.frames.push(callback);
+      return p.frames.length;
+    },
+    runFrame() {
+      const f = p.frames.shift();
+      f();
+    },
+  };
+  return p;
+}
+
+const DEFAULTS = {
+  tokens: 512, steps: 64, channels: 64, outliers: 4, skewed: 0, seed: 1,
+  bits: 4, scheme: 'symmetric', budget: 128, recent: 32, window: 16, future: 16, channel: null,
+};
+
+beforeEach(() => {
+  port = fakePort();
+  connectUpdates(port);
+  Object.assign(app, {
+    settings: { ...DEFAULTS }, good: { ...DEFAULTS }, lang: 'en', pending: new Map(), frame: 0, inFlight: false,
+    sent: null, commit: false, lateCommit: false, clamped: null, inputAt: null,
+  });
+});
+
+test('changes made while the engine computes go together in the next request', async () => {
+  change(control('bits'), 'bits', 3, false);
+  await settle();
+  assert.equal(port.sends.length, 1, 'an idle engine gets the change at once');
+  assert.deepEqual(port.sends[0].keys, ['bits']);
+  assert.deepEqual(port.sends[0].sections, ['budget', 'compare', 'model', 'quant'], 'the sections bits changes (fields.js)');
+  change(control('bits'), 'bits', 5, false);
+  change(control('scheme'), 'scheme', 'asymmetric', false);
+  change(control('bits'), 'bits', 6, true);
+  await settle();
+  assert.equal(port.sends.length, 1, 'one request at a time');
+  port.sends[0].reply();
+  await settle();
+  assert.equal(port.writes.length, 1);
+  assert.equal(app.good.bits, 3, 'the reply\'s settings are the view on screen');
+  assert.equal(port.frames.length, 1, 'the waiting changes go with the next frame');
+  port.runFrame();
+  await settle();
+  assert.equal(port.sends.length, 2);
+  assert.deepEqual(port.sends[1].keys, ['bits', 'scheme'], 'both waiting keys, once');
+  assert.equal(port.sends[1].settings.bits, 6, 'the latest value');
+  port.sends[1].reply();
+  await settle();
+  assert.equal(port.writes[1].commit, true, 'a committed change among them pushes history');
+  assert.equal(app.good.scheme, 'asymmetric');
+  assert.equal(port.frames.length, 0, 'nothing left to send');
+  assert.equal(app.inFlight, false);
+});
+
+test('the change event of a value already with the engine sends nothing again', async () => {
+  change(control('bits'), 'bits', 3, false);
+  await settle();
+  change(control('bits'), 'bits', 3, true);
+  port.sends[0].reply();
+  await settle();
+  assert.equal(port.sends.length, 1);
+  assert.equal(port.writes[0].commit, false);
+  assert.equal(port.writes[0].lateCommit, true, 'its history entry is recorded with the view');
+  assert.equal(app.lateCommit, false, 'and forgotten after it');
+});
+
+test('a refusal puts back the keys it changed, except those changed again meanwhile', async () => {
+  change(control('budget'), 'budget', 999, false);
+  change(control('recent'), 'recent', 7, false);
+  await settle();
+  change(control('recent'), 'recent', 8, false);
+  port.sends[0].refuse({ field: 'budget', message: 'budget 999 is out of range' });
+  await settle();
+  assert.equal(port.refusals.length, 1);
+  assert.equal(app.settings.budget, 128, 'the refused value goes');
+  assert.equal(app.settings.recent, 8, 'a key changed again keeps its newer value');
+  assert.deepEqual(port.shown, [], 'the refused control keeps what was typed; recent waits to be sent');
+  port.runFrame();
+  await settle();
+  assert.deepEqual(port.sends[1].keys, ['recent']);
+});
+
+test('a scheme that leaves the bits below its fewest raises them, says so, and sends again', async () => {
+  Object.assign(app.settings, { bits: 1, scheme: 'asymmetric' });
+  Object.assign(app.good, { bits: 1, scheme: 'asymmetric' });
+  change(control('scheme'), 'scheme', 'symmetric', true);
+  await settle();
+  port.sends[0].refuse({ field: 'bits', refusal: { kind: 'bits', bits: 1, min: 2, scheme: 'symmetric' } });
+  await settle();
+  assert.deepEqual(port.refusals, [], 'not a refusal shown');
+  assert.deepEqual(port.shown, [['bits', 2]]);
+  assert.equal(app.clamped.textKey, 'quant.bits-raised');
+  port.runFrame();
+  await settle();
+  assert.deepEqual(port.sends[1].keys, ['bits', 'scheme']);
+  assert.equal(port.sends[1].settings.bits, 2);
+  port.sends[1].reply();
+  await settle();
+  assert.equal(port.writes[0].commit, true, 'the scheme\'s commit goes with it');
+});
+
+test('the data\'s counts take what they bound along; a count typed past its bound is said', async () => {
+  change(control('tokens'), 'tokens', 100, true);
+  assert.equal(app.settings.budget, 100, 'B follows T down');
+  assert.equal(app.settings.recent, 32, 'r is within T');
+  assert.equal(app.settings.steps, 64, 'S is within T');
+  assert.equal(app.clamped, null, 'following a bound is silent');
+  await settle();
+  assert.ok(port.sends[0].dataChanged);
+  assert.ok(port.sends[0].keys.includes('budget'));
+  port.sends[0].reply();
+  await settle();
+  change(control('steps'), 'steps', 500, true);
+  assert.equal(app.settings.steps, 100, 'S is used at T');
+  assert.equal(app.settings.window, 16);
+  assert.deepEqual(app.clamped.refusal, { kind: 'atMost', value: 500, what: 'tokens', limit: 100 });
+  change(control('channels'), 'channels', 2, true);
+  assert.equal(app.settings.outliers, 2, 'the outlier channels follow d');
+});
