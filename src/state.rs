@@ -136,6 +136,34 @@ pub enum Section {
     /// Section 5, the real model under compression (computed by the model's module, beside
     /// the lab, when the model is the data).
     Model,
+    /// Section 3b's trade-off on the real model: measured by the model's module a point at a
+    /// time, not by the lab; its curves are measured again when one of these settings changes
+    /// (B and the method only move its ring).
+    ModelTradeoff,
+}
+
+impl Section {
+    /// The page's sections an update redraws, each a `data-section` of `www/index.html`
+    /// (the model's trade-off is drawn in section 3b's).
+    pub const PAGE: [Section; 5] = [
+        Section::Budget,
+        Section::Quant,
+        Section::Select,
+        Section::Compare,
+        Section::Model,
+    ];
+}
+
+impl Method {
+    /// The policy of the comparison this method is (its name in section 3b's table and in
+    /// `policy::Policy::name`): `h2o-sum`, `snapkv` or `streaming-llm`.
+    pub fn policy(self) -> &'static str {
+        match self {
+            Method::H2o => "h2o-sum",
+            Method::Snapkv => "snapkv",
+            Method::Streaming => "streaming-llm",
+        }
+    }
 }
 
 /// What changing a setting recomputes.
@@ -444,11 +472,12 @@ pub fn reference() -> String {
                         Section::Budget => "1",
                         Section::Quant => "2",
                         Section::Select => "3",
-                        Section::Compare => "3b",
+                        Section::Compare | Section::ModelTradeoff => "3b",
                         Section::Model => "5",
                     })
                     .collect();
                 numbers.sort_unstable();
+                numbers.dedup();
                 let plural = if numbers.len() > 1 { "s" } else { "" };
                 format!("section{plural} {}", numbers.join(", "))
             }
@@ -478,17 +507,28 @@ const QUANT: Affects = Affects::Only(&[
     Section::Budget,
     Section::Compare,
     Section::Model,
+    Section::ModelTradeoff,
 ]);
 const QUANT_ONLY: Affects = Affects::Only(&[Section::Quant]);
 // (KIVI's settings: section 2's panel, and section 5's KIVI row on the model)
 const KIVI: Affects = Affects::Only(&[Section::Quant, Section::Model]);
+// (the method and B: the model's trade-off has every policy over every B, and rings this one)
 const SELECT: Affects = Affects::Only(&[
     Section::Select,
     Section::Budget,
     Section::Compare,
     Section::Model,
 ]);
+// (the other selection settings change every policy's curve on the model)
+const SELECT_SWEPT: Affects = Affects::Only(&[
+    Section::Select,
+    Section::Budget,
+    Section::Compare,
+    Section::Model,
+    Section::ModelTradeoff,
+]);
 const MODEL: Affects = Affects::Only(&[Section::Model]);
+const MODEL_SWEPT: Affects = Affects::Only(&[Section::Model, Section::ModelTradeoff]);
 const BUDGET: Affects = Affects::Only(&[Section::Budget]);
 const COMPARE: Affects = Affects::Only(&[Section::Compare]);
 const PAGE: Affects = Affects::Page;
@@ -528,15 +568,15 @@ settings! {
     /// Budget `B` (at most `T`).
     budget: usize = 128, Rule::Int(1, MAX), SELECT;
     /// Recent window `r` (at most `T`).
-    recent: usize = 32, Rule::Int(0, MAX), SELECT;
+    recent: usize = 32, Rule::Int(0, MAX), SELECT_SWEPT;
     /// SnapKV observation window `w` (at most `S`).
-    window: usize = 16, Rule::Int(1, MAX_STEPS as u64), SELECT;
+    window: usize = 16, Rule::Int(1, MAX_STEPS as u64), SELECT_SWEPT;
     /// SnapKV pooling.
-    pool: PoolKind = PoolKind::Max, Rule::Named, SELECT;
+    pool: PoolKind = PoolKind::Max, Rule::Named, SELECT_SWEPT;
     /// SnapKV pooling kernel (odd, at most `2 T + 1`).
-    kernel: usize = 7, Rule::Odd(1, 63), SELECT;
+    kernel: usize = 7, Rule::Odd(1, 63), SELECT_SWEPT;
     /// StreamingLLM sinks (at most `B`).
-    sinks: usize = 4, Rule::Int(0, 1024), SELECT;
+    sinks: usize = 4, Rule::Int(0, 1024), SELECT_SWEPT;
     /// Steps held out as "the future" for the policy comparison: policies see the first
     /// `S - future` rows, quality is measured on the last `future` (the oracle's upper bound);
     /// `0` = every policy sees and is judged on all rows. Below `S`.
@@ -551,7 +591,7 @@ settings! {
     kivi_residual: usize = 128, Rule::Int(0, MAX), KIVI;
     /// How the real model's heads share the budget: `B` each, or `B x heads` per layer by
     /// their score mass (Ada-KV).
-    heads_budget: HeadBudget = HeadBudget::Uniform, Rule::Named, MODEL;
+    heads_budget: HeadBudget = HeadBudget::Uniform, Rule::Named, MODEL_SWEPT;
     /// How the real model's text is generated: greedy, or sampled (temperature 0.8, seed 1).
     decoding: Decoding = Decoding::Greedy, Rule::Named, MODEL;
     /// GPU memory for the "context that fits" figure, GiB.
@@ -904,6 +944,132 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
+/// A bound one setting sets another: the parser checks every one of them after every key is
+/// read ([`Settings::from_query`]), and the page's controls follow them (`www/fields.js`).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The bounded setting.
+    pub key: &'static str,
+    /// The setting whose value bounds it.
+    pub by: &'static str,
+    /// How its largest value follows from that value.
+    pub limit: Limit,
+    /// The bounded setting's count in a [`Settings`] (`None`: it is not a count).
+    count: fn(&mut Settings) -> Option<&mut usize>,
+    /// The bounding setting's value in a [`Settings`].
+    of: fn(&Settings) -> usize,
+}
+
+/// A [`Bound`] row: `key by by, limit` names each setting once (`auto key ...`: a setting
+/// that is `auto` or a number, whose bound the lab checks).
+macro_rules! bound {
+    ($key:ident by $by:ident, $limit:expr) => {
+        Bound {
+            key: stringify!($key),
+            by: stringify!($by),
+            limit: $limit,
+            count: |s| Some(&mut s.$key),
+            of: |s| s.$by,
+        }
+    };
+    (auto $key:ident by $by:ident, $limit:expr) => {
+        Bound {
+            key: stringify!($key),
+            by: stringify!($by),
+            limit: $limit,
+            count: |_| None,
+            of: |s| s.$by,
+        }
+    };
+}
+
+/// How a [`Bound`]'s largest allowed value follows from the value `v` of the setting that sets
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// At most `v`.
+    AtMost,
+    /// Below `v`: at most `v - 1`.
+    Below,
+    /// At most `2 v + 1` (SnapKV's odd pooling kernel over `v` tokens).
+    TwicePlusOne,
+    /// At most `n / v`, rounded down (a matrix of `v` rows holds at most `n` values).
+    Share(u64),
+}
+
+impl Limit {
+    /// The largest allowed value when the bounding setting is `v`.
+    ///
+    /// ```
+    /// use kvlab::state::Limit;
+    /// assert_eq!(Limit::Below.of(64), 63);
+    /// assert_eq!(Limit::TwicePlusOne.of(3), 7);
+    /// assert_eq!(Limit::Share(1 << 26).of(131_072), 512);
+    /// ```
+    pub fn of(self, v: u64) -> u64 {
+        match self {
+            Limit::AtMost => v,
+            Limit::Below => v.saturating_sub(1),
+            Limit::TwicePlusOne => v.saturating_mul(2).saturating_add(1),
+            Limit::Share(n) => n / v.max(1),
+        }
+    }
+
+    /// How a message names the limit set by `by`: `tokens`, `2 x tokens + 1`, `64 Mi / tokens`.
+    pub fn what(self, by: &str) -> String {
+        match self {
+            Limit::AtMost | Limit::Below => by.to_string(),
+            Limit::TwicePlusOne => format!("2 x {by} + 1"),
+            Limit::Share(n) if n % (1 << 20) == 0 => format!("{} Mi / {by}", n >> 20),
+            Limit::Share(n) => format!("{n} / {by}"),
+        }
+    }
+}
+
+impl Bound {
+    /// The repair of `value` above this bound when the bounding setting is `by`: used at the
+    /// limit.
+    fn repair(&self, value: u64, by: u64) -> Repair {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let limit = self.limit.of(by);
+        match self.limit {
+            Limit::Below => Repair::Below {
+                value: size(value),
+                what: self.limit.what(self.by),
+                bound: size(by),
+                used: size(limit),
+            },
+            _ => Repair::AtMost {
+                value: size(value),
+                what: self.limit.what(self.by),
+                limit: size(limit),
+            },
+        }
+    }
+}
+
+/// The bounds between settings, in the order the parser applies them (a bound applied first
+/// may lower the setting a later one reads: S is capped by T before w and the future by S).
+/// The data's shape bounds the selection (B and r at most T, w at most S, SnapKV's kernel at
+/// most `2 T + 1`) and the generator's own counts (S at most T; S and d at most 64 Mi / T, the
+/// values a generated matrix holds; the outlier and skewed channels at most d). The channel
+/// shown is below d too, but it is `auto` or a number, not a count: the lab refuses one the
+/// data lacks (a link's is replaced by `auto`, said with the lab's words), and the page's
+/// control goes back to `auto`.
+pub const BOUNDS: [Bound; 11] = [
+    bound!(steps by tokens, Limit::AtMost),
+    bound!(steps by tokens, Limit::Share(MAX_ELEMENTS)),
+    bound!(channels by tokens, Limit::Share(MAX_ELEMENTS)),
+    bound!(future by steps, Limit::Below),
+    bound!(budget by tokens, Limit::AtMost),
+    bound!(kernel by tokens, Limit::TwicePlusOne),
+    bound!(recent by tokens, Limit::AtMost),
+    bound!(window by steps, Limit::AtMost),
+    bound!(outliers by channels, Limit::AtMost),
+    bound!(skewed by channels, Limit::AtMost),
+    bound!(auto channel by channels, Limit::Below),
+];
+
 /// Upper bound of the bits control.
 pub const MAX_BITS: u8 = 16;
 /// Upper bound of `T`.
@@ -924,24 +1090,6 @@ impl Parser {
             message: repair.english(key, true),
             repair: Box::new(repair),
         });
-    }
-
-    /// Caps `value` (setting `key`) at `limit`, a bound another setting sets (`what`): said
-    /// when the query gave `key` (`said`), followed silently when it did not.
-    fn cap(&mut self, said: bool, key: &str, value: &mut usize, limit: usize, what: &str) {
-        if *value > limit {
-            if said {
-                self.warn(
-                    key,
-                    Repair::AtMost {
-                        value: *value,
-                        what: what.into(),
-                        limit,
-                    },
-                );
-            }
-            *value = limit;
-        }
     }
 
     /// An integer setting in `lo..=hi`, repaired with a message when outside it or not one.
@@ -1052,41 +1200,19 @@ impl Settings {
             s.read_key(&mut p, &key, raw);
         }
         let said = |key: &str| every_key_given || given.iter().any(|g| g == key);
-        p.cap(said("steps"), "steps", &mut s.steps, s.tokens, "tokens");
-        // Generated data holds at most MAX_ELEMENTS values per matrix: the attention S x T and
-        // the keys and values T x d. Steps and channels are bounded by T (as steps is by T above).
-        let per_token =
-            usize::try_from(MAX_ELEMENTS / s.tokens.max(1) as u64).unwrap_or(usize::MAX);
-        for (key, value) in [("steps", &mut s.steps), ("channels", &mut s.channels)] {
-            p.cap(said(key), key, value, per_token, "64 Mi / tokens");
-        }
-        if s.future >= s.steps {
-            let limit = s.steps - 1;
-            if said("future") {
-                p.warn(
-                    "future",
-                    Repair::Below {
-                        value: s.future,
-                        what: "steps".into(),
-                        bound: s.steps,
-                        used: limit,
-                    },
-                );
+        // (a bound on a setting that is not a count, the channel shown, is the lab's: see BOUNDS)
+        for b in &BOUNDS {
+            let by = (b.of)(&s) as u64;
+            let limit = b.limit.of(by);
+            let Some(value) = (b.count)(&mut s) else {
+                continue;
+            };
+            if *value as u64 > limit {
+                if said(b.key) {
+                    p.warn(b.key, b.repair(*value as u64, by));
+                }
+                *value = usize::try_from(limit).unwrap_or(usize::MAX);
             }
-            s.future = limit;
-        }
-        // Cross-field ranges of generated data: B and r at most T, w at most S, the outlier
-        // and skewed channels at most d; SnapKV's pooling kernel at most 2 T + 1 (odd, as the
-        // kernel must be; the selection refuses a wider one).
-        for (key, value, limit, what) in [
-            ("budget", &mut s.budget, s.tokens, "tokens"),
-            ("kernel", &mut s.kernel, 2 * s.tokens + 1, "2 x tokens + 1"),
-            ("recent", &mut s.recent, s.tokens, "tokens"),
-            ("window", &mut s.window, s.steps, "steps"),
-            ("outliers", &mut s.outliers, s.channels, "channels"),
-            ("skewed", &mut s.skewed, s.channels, "channels"),
-        ] {
-            p.cap(said(key), key, value, limit, what);
         }
         Parsed {
             settings: s,

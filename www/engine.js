@@ -16,13 +16,14 @@
 import { uploadsModule, theModel, loadedModel } from './wasm.js';
 import { plainError, asQuery, choiceArgs, epochNow } from './engine/values.js';
 import { modelSweep } from './engine/sweep.js';
+import { COMPARISON_CHARTS } from './fields.js';
 
 // (the worker's and the page's fallback's way in: one module to load)
 export { wasmBuild, loadWasm } from './wasm.js';
 export { epochNow } from './engine/values.js';
 
 /** Charts drawn from the policy comparison (which a staged page computes last). */
-const NEEDS_COMPARISON = new Set(['strips', 'tradeoff']);
+const NEEDS_COMPARISON = new Set(COMPARISON_CHARTS);
 
 /**
  * An engine on the loaded wasm module `wasm` (from `loadWasm`, build name `build`), posting its

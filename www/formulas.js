@@ -224,14 +224,6 @@ export const FORMULAS = {
   },
 };
 
-/** The section each formula belongs to (only changed sections are rebuilt). */
-const SECTION = {
-  'f-budget': 'budget', 'f-bytes-fp': 'budget',
-  'f-scale': 'quant', 'f-zero': 'quant', 'f-q': 'quant', 'f-bound-elem': 'quant', 'f-bound-row': 'quant', 'f-rquant': 'quant',
-  'f-score': 'select', 'f-keep': 'select', 'f-rtoken': 'select',
-  'f-roverall': 'together',
-};
-
 /** Same element name and attributes (children not compared). */
 function sameShell(a, b) {
   if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) return false;
@@ -271,9 +263,9 @@ function patch(old, fresh) {
  */
 export function renderFormulas(figures, settings, tr, sections = null) {
   for (const [id, build] of Object.entries(FORMULAS)) {
-    if (sections && !sections.has(SECTION[id])) continue;
     const slot = document.getElementById(id);
-    if (!slot) continue;
+    // (only changed sections are rebuilt: a formula belongs to the section it stands in)
+    if (!slot || (sections && !sections.has(slot.closest('[data-section]')?.dataset.section))) continue;
     const fresh = build(figures, settings, tr);
     // An unchanged formula is left in place, a changed one patched where it changed:
     // replacing it would cost a layout of all its MathML.

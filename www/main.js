@@ -10,14 +10,16 @@
 // the view drawn ahead; app/start.js the cold start; sections/ one writer per section of the
 // note (sections/index.js lists them), sections/data/ the uploads.
 //
-// Here: the link and storage are read, the page's language set, the charts observed, and the
-// start begun.
+// Here: the link and storage are read, the page's language set, the controls ranged, the
+// charts observed, and the start begun.
 
 import { initialLanguage, applyLanguage, chartLabels } from './i18n.js';
 import { $ } from './lib/dom.js';
 import { app } from './app/store.js';
 import { startQuery } from './app/url.js';
 import { observe } from './app/schedule.js';
+import { rangeControls } from './app/controls.js';
+import { STEPS } from './app/requests.js';
 import { setLanguage } from './app/language.js';
 import { stop } from './app/stop.js';
 import { start } from './app/start.js';
@@ -34,6 +36,9 @@ app.linkOnUpload = linked.get('data') === 'upload';
 app.lang = initialLanguage(new URLSearchParams(query).get('lang'));
 app.labels = chartLabels(app.lang);
 applyLanguage(app.lang);
+// The controls' ranges and the progress bar's steps are Rust's (fields.js): none in the HTML.
+rangeControls();
+$('#progress-bar').max = STEPS.length;
 // The language switch and Stop work from the start, also while a big first computation runs.
 $('#lang').addEventListener('click', () => setLanguage(app.lang === 'en' ? 'zh' : 'en'));
 $('#stop').addEventListener('click', () => stop());

@@ -6,7 +6,7 @@ use super::{accounting, policies_of, Lab};
 use crate::kivi::KiviConfig;
 use crate::lm::compress::{Allocation, CacheSpec, Keep, Sampling};
 use crate::policy::Policy;
-use crate::state::{Decoding, HeadBudget, Method, Settings};
+use crate::state::{Decoding, HeadBudget, Settings};
 
 /// One compression of the model's cache, named for the page (`policy.{name}` texts).
 #[derive(Debug, Clone, PartialEq)]
@@ -52,11 +52,7 @@ pub fn model_specs(s: &Settings) -> ModelSpecs {
     // (every policy as section 3b has it, but SnapKV's window not capped by section 3b's held
     // out rows: the model observes its whole prefill, and the core caps the window at it)
     let all = policies_of(s, usize::MAX);
-    let name = match s.method {
-        Method::H2o => "h2o-sum",
-        Method::Snapkv => "snapkv",
-        Method::Streaming => "streaming-llm",
-    };
+    let name = s.method.policy();
     let policy = all
         .iter()
         .copied()

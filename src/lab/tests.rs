@@ -112,8 +112,10 @@ fn each_setting_recomputes_only_the_sections_its_table_row_names() {
             Affects::Only(sections) => {
                 // (the budget's figures are recomputed on every update, unreported; the
                 // model's section is computed beside the lab, by the model's module)
-                let unreported =
-                    sections.contains(&Section::Budget) || sections == [Section::Model];
+                let unreported = sections.contains(&Section::Budget)
+                    || sections
+                        .iter()
+                        .all(|s| matches!(s, Section::Model | Section::ModelTradeoff));
                 assert!(
                     !stages.is_empty() || unreported,
                     "{}={other}: nothing",

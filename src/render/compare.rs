@@ -6,7 +6,6 @@
 use super::{Labels, Pixels};
 use crate::chart;
 use crate::lab::Lab;
-use crate::state::Method;
 
 use crate::chart::downsample::{pixel_buckets, state_runs};
 use crate::chart::layout::{
@@ -88,11 +87,7 @@ pub(super) fn draw_tradeoff<DB: DrawingBackend>(
             points: p,
         })
         .collect();
-    let current_policy = match lab.settings().method {
-        Method::H2o => "h2o-sum",
-        Method::Snapkv => "snapkv",
-        Method::Streaming => "streaming-llm",
-    };
+    let current_policy = lab.settings().method.policy();
     let current = cmp
         .figures
         .rows

@@ -4,9 +4,10 @@
 
 import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeElement, installDocument, fire } from './fake-dom.mjs';
+import { FakeElement, FakeSelect, FakeOption, installDocument, fire } from './fake-dom.mjs';
+import { FIELDS } from '../../www/fields.js';
 import { app } from '../../www/app/store.js';
-import { bindControls, writeControl, settingFromControl } from '../../www/app/controls.js';
+import { bindControls, writeControl, settingFromControl, rangeControls, fitRanges } from '../../www/app/controls.js';
 
 let doc;
 let els;
@@ -19,7 +20,8 @@ beforeEach(() => {
     budget: new FakeElement({ key: 'budget', id: 'budget-b', type: 'range', value: 128 }),
     budgetExact: new FakeElement({ key: 'budget', id: 'budget-exact', type: 'number', value: 128 }),
     method: new FakeElement({ tag: 'select', key: 'method', id: 'method', value: 'h2o', attrs: { 'data-mirror': '' } }),
-    channel: new FakeElement({ tag: 'select', key: 'channel', id: 'channel', value: 'auto' }),
+    channel: new FakeSelect({ key: 'channel', id: 'channel' }, [new FakeOption('auto (largest |x|)', 'auto')]),
+    kernel: new FakeElement({ key: 'kernel', id: 'kernel', type: 'number', value: 7 }),
     group: new FakeElement({ key: 'group', id: 'group', type: 'number', value: 0 }),
   };
   doc = installDocument(Object.values(els));
@@ -76,6 +78,7 @@ test('values are read as the table of settings types them', () => {
   assert.equal(settingFromControl(els.group), 32);
   assert.equal(settingFromControl(els.method), 'h2o', 'a named option stays a name');
   assert.equal(settingFromControl(els.channel), null, "'auto' is no channel");
+  els.channel.add(new FakeOption('5', '5'));
   els.channel.value = '5';
   assert.equal(settingFromControl(els.channel), 5);
 });
@@ -83,12 +86,38 @@ test('values are read as the table of settings types them', () => {
 test('written values show in the control, its echoes and on <body> when mirrored', () => {
   writeControl(els.channel, null);
   assert.equal(els.channel.value, 'auto');
-  writeControl(els.channel, 7);
-  assert.equal(els.channel.value, '7');
   writeControl(els.method, 'snapkv');
   assert.equal(doc.body.dataset.method, 'snapkv');
   els.method.value = 'streaming';
   fire(els.method, 'change');
   assert.equal(doc.body.dataset.method, 'streaming', 'a choice shows on <body> as it is made');
   assert.equal(doc.body.dataset.bits, undefined, 'only mirrored controls');
+});
+
+test('every number and slider takes its range and step from the table of settings', () => {
+  rangeControls();
+  assert.deepEqual([els.bits.min, els.bits.max, els.bits.step], ['1', '16', '1'], 'Rust\'s MAX_BITS');
+  assert.deepEqual([els.kernel.min, els.kernel.max, els.kernel.step], ['1', '63', '2'], 'odd kernels');
+  assert.equal(els.budget.max, String(FIELDS.budget.max));
+  assert.equal(els.budgetExact.max, String(FIELDS.budget.max), 'the field beside the slider too');
+  assert.equal(els.method.min, undefined, 'a select has no range');
+});
+
+test('the lab\'s ranges narrow the controls to the data, and list the channels to show', () => {
+  rangeControls();
+  app.settings = { ...app.settings, budget: 800, channel: 5 };
+  fitRanges({
+    ranges: [{ key: 'bits', min: 2, max: 16 }, { key: 'budget', min: 16, max: 1024 },
+      { key: 'channel', min: 0, max: 7 }, { key: 'kernel', min: 0, max: 33 }],
+  });
+  assert.deepEqual([els.bits.min, els.bits.max], ['2', '16'], 'symmetric takes at least 2 bits');
+  assert.deepEqual([els.budget.min, els.budget.max], ['16', '1024']);
+  assert.equal(els.budget.value, '800', 'a slider shows the value in use again once it fits');
+  assert.deepEqual([els.kernel.min, els.kernel.max], ['1', '33'], 'within the kernel\'s own range: from 1');
+  assert.deepEqual(els.channel.options.map((o) => o.value), ['auto', '0', '1', '2', '3', '4', '5', '6', '7']);
+  assert.equal(els.channel.options[0].text, 'auto (largest |x|)', 'the page\'s own auto option stays');
+  assert.equal(els.channel.value, '5', 'the channel in use, now an option');
+  fitRanges({ ranges: [{ key: 'channel', min: 0, max: 3 }] });
+  assert.equal(els.channel.options.length, 5);
+  assert.equal(els.channel.value, 'auto', 'a channel the data lacks is not shown');
 });

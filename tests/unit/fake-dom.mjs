@@ -25,12 +25,49 @@ export class FakeElement extends EventTarget {
   }
 }
 
+/** A select: its `options` (FakeOption), `add`, `replaceChildren`; `value` picks an option. */
+export class FakeSelect extends FakeElement {
+  constructor(fields = {}, options = []) {
+    super({ ...fields, tag: 'select' });
+    this.options = [...options];
+    this.picked = options[0]?.value ?? '';
+  }
+
+  get value() {
+    return this.picked;
+  }
+
+  set value(v) {
+    // (as a browser: a value no option has selects nothing)
+    this.picked = this.options?.some((o) => o.value === String(v)) ? String(v) : '';
+  }
+
+  add(option) {
+    this.options.push(option);
+  }
+
+  replaceChildren(...options) {
+    this.options = options;
+  }
+}
+
+/** An <option> (the page makes them with `new Option(text, value)`). */
+export class FakeOption {
+  constructor(text = '', value = text) {
+    this.text = text;
+    this.value = String(value);
+    this.dataset = {};
+  }
+}
+
 /** A document holding `elements`, installed as `globalThis.document`. */
 export function installDocument(elements) {
   const matches = (el, sel) => {
     if (sel === '[data-key]') return 'key' in el.dataset;
     let m = sel.match(/^\[data-key="([^"]+)"\]$/);
     if (m) return el.dataset.key === m[1];
+    m = sel.match(/^select\[data-key="([^"]+)"\]$/);
+    if (m) return el.tagName === 'SELECT' && el.dataset.key === m[1];
     m = sel.match(/^output\[for="([^"]+)"\]$/);
     if (m) return el.tagName === 'OUTPUT' && el.attrs.for === m[1];
     throw new Error(`the fake document does not know the selector ${sel}`);
@@ -42,6 +79,7 @@ export function installDocument(elements) {
     querySelector: (sel) => elements.find((el) => matches(el, sel)) ?? null,
   };
   globalThis.document = doc;
+  globalThis.Option = FakeOption;
   return doc;
 }
 

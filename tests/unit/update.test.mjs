@@ -67,7 +67,7 @@ function fakePort() {
 
 const DEFAULTS = {
   tokens: 512, steps: 64, channels: 64, outliers: 4, skewed: 0, seed: 1,
-  bits: 4, scheme: 'symmetric', budget: 128, recent: 32, window: 16, future: 16, channel: null,
+  bits: 4, scheme: 'symmetric', budget: 128, recent: 32, window: 16, future: 16, channel: null, kernel: 7,
 };
 
 beforeEach(() => {
@@ -84,7 +84,8 @@ test('changes made while the engine computes go together in the next request', a
   await settle();
   assert.equal(port.sends.length, 1, 'an idle engine gets the change at once');
   assert.deepEqual(port.sends[0].keys, ['bits']);
-  assert.deepEqual(port.sends[0].sections, ['budget', 'compare', 'model', 'quant'], 'the sections bits changes (fields.js)');
+  assert.deepEqual(port.sends[0].sections, ['budget', 'compare', 'model', 'model-tradeoff', 'quant'],
+    'the sections bits changes (fields.js), the model\'s trade-off among them');
   change(control('bits'), 'bits', 5, false);
   change(control('scheme'), 'scheme', 'asymmetric', false);
   change(control('bits'), 'bits', 6, true);
@@ -172,4 +173,40 @@ test('the data\'s counts take what they bound along; a count typed past its boun
   assert.deepEqual(app.clamped.refusal, { kind: 'atMost', value: 500, what: 'tokens', limit: 100 });
   change(control('channels'), 'channels', 2, true);
   assert.equal(app.settings.outliers, 2, 'the outlier channels follow d');
+});
+
+test('every bound of Rust\'s table is followed, and what it moves moves what it bounds', async () => {
+  change(control('steps'), 'steps', 10, true);
+  assert.equal(app.settings.window, 10, 'w follows S');
+  assert.equal(app.settings.future, 9, 'the held out steps stay below S');
+  assert.equal(app.clamped, null);
+  await settle();
+  port.sends[0].reply();
+  await settle();
+  change(control('tokens'), 'tokens', 3, true);
+  assert.equal(app.settings.steps, 3, 'S follows T');
+  assert.equal(app.settings.window, 3, 'and w follows S');
+  assert.equal(app.settings.future, 2);
+  assert.equal(app.settings.kernel, 7, 'SnapKV\'s kernel within 2 T + 1');
+  change(control('tokens'), 'tokens', 2, true);
+  assert.equal(app.settings.kernel, 5, 'SnapKV\'s kernel follows 2 T + 1');
+  assert.deepEqual(port.shown.filter(([k]) => k === 'kernel'), [['kernel', 5]], 'a value moved shows at once');
+  change(control('tokens'), 'tokens', 131072, true);
+  change(control('steps'), 'steps', 4096, true);
+  assert.equal(app.settings.steps, 512, 'a generated matrix holds 64 Mi values: S at most 64 Mi / T');
+  assert.equal(app.clamped.refusal.what, '64 Mi / tokens', 'said as the link\'s repair says it');
+});
+
+test('the channel shown goes back to auto when d goes below it; B typed past T is the engine\'s', async () => {
+  app.settings.channel = 40;
+  app.good.channel = 40;
+  change(control('channels'), 'channels', 16, true);
+  assert.equal(app.settings.channel, null);
+  assert.deepEqual(port.shown.find(([k]) => k === 'channel'), ['channel', null]);
+  await settle();
+  port.sends[0].reply();
+  await settle();
+  change(control('budget'), 'budget', 100000, true);
+  assert.equal(app.settings.budget, 100000, 'sent as typed, for the engine to refuse and say');
+  assert.equal(app.clamped, null);
 });

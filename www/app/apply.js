@@ -41,7 +41,7 @@ export const updatePort = {
     measureTimings(reply.timings, start);
     return { reply, spec, later };
   },
-  written({ reply, spec, later }, { changed, settings, sections, commit, inputAt, bounded }) {
+  written({ reply, spec, later }, { changed, settings, sections, commit, inputAt }) {
     clearErrors(settings);
     // The page's own note (on a stop, on the view kept in this browser) is about the view before
     // this one; a link's repairs stay: their values are still in use.
@@ -51,7 +51,6 @@ export const updatePort = {
       showError(control, errorText(said), said);
     }
     app.enginePending = leftForComplete(reply.figures);
-    if (bounded) writeControls(app.good);
     if (reply.modelSkipped) app.modelStale = true;
     else tookModel(reply.model);
     render(reply.figures, reply.figures.pending ? new Set([...sections].filter((x) => x !== 'compare')) : sections);

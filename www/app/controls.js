@@ -1,24 +1,22 @@
-// The controls: every element with `data-key` is one setting of Rust's table (FIELDS), read and
-// written the same way whatever its key. A number being typed is a value only once committed;
-// a slider and the number field beside it (and an <output for> beside it) show each other's
+// The controls: every element with `data-key` is one setting of Rust's table (FIELDS), read,
+// written and ranged the same way whatever its key. A number being typed is a value only once
+// committed; a slider and the number field beside it (and an <output for> it) show each other's
 // value; a control marked `data-mirror` shows its value on <body> too, for the style sheet.
+// Ranges are Rust's: each setting's own from FIELDS, narrowed to the data by the lab's figures
+// (`ranges`), so a slider never rests on a value the engine would refuse.
 
-import { t, fill } from '../i18n.js';
-import { $ } from '../lib/dom.js';
-import { grouped } from '../lib/format.js';
-import { figure } from '../sections/common.js';
+import { FIELDS } from '../fields.js';
 import { app } from './store.js';
-import { NUMERIC } from './registry.js';
 
 /** Every control of the page. */
 export const controls = (root = document) => root.querySelectorAll('[data-key]');
 
 /** The setting a control's value stands for (numbers as numbers, `auto` as null). */
 export function settingFromControl(control) {
-  const key = control.dataset.key;
+  const field = FIELDS[control.dataset.key];
   const raw = control.value;
-  if (key === 'channel') return raw === 'auto' ? null : Number(raw);
-  if (NUMERIC.has(key)) {
+  if (field?.auto && raw === 'auto') return null;
+  if (field?.numeric || field?.auto) {
     // What is not a whole number goes as typed: the engine's check names it (an empty field
     // is not 0, nor 2.5 silently 3).
     const n = Number(raw);
@@ -30,7 +28,7 @@ export function settingFromControl(control) {
 /** Shows setting value `v` in control `c` and its echoes (not in a number being typed there). */
 export function writeControl(c, v) {
   if (c === app.editing && c === document.activeElement) return;
-  const text = c.dataset.key === 'channel' ? (v === null || v === undefined ? 'auto' : String(v)) : String(v);
+  const text = v === null || v === undefined ? 'auto' : String(v);
   c.value = text;
   // (the setting, not `c.value`: a slider clamps to its range, B = 800 shown at 512, and the
   // field beside it says 800)
@@ -57,47 +55,63 @@ export function writeControls(s) {
 }
 
 /**
- * Slider ranges follow the data and the engine: B and r up to T, w up to S, channels 0..d-1;
- * Bits from the scheme's fewest, B from the method's smallest (StreamingLLM's sinks). A slider
- * never rests on a value the engine would refuse; its number field beside it gets the same range.
+ * Gives every number and slider its setting's range and step (the table's `min`, `max`,
+ * `step`): the page's HTML holds none of them.
+ */
+export function rangeControls() {
+  for (const c of controls()) {
+    const f = FIELDS[c.dataset.key];
+    if (f?.min === undefined || (c.type !== 'range' && c.type !== 'number')) continue;
+    c.min = String(f.min);
+    c.max = String(f.max);
+    c.step = String(f.step);
+  }
+}
+
+/**
+ * Narrows the controls to what the lab reports this data allows (`f.ranges`: `{key, min,
+ * max}`; B and r up to T, w up to S, the channel shown below d, Bits from the scheme's fewest,
+ * B from StreamingLLM's sinks...), within each setting's own range. A select of an `auto`
+ * setting lists `auto` and the range.
  */
 export function fitRanges(f) {
-  const T = f.data.tokens;
-  const setRange = (key, min, max) => {
-    for (const el of document.querySelectorAll(`[data-key="${key}"]`)) {
-      if (el.max === String(max) && el.min === String(min)) continue;
-      el.min = String(min);
-      el.max = String(max);
-      // A slider's value was clamped to its old range when written (Reset, Back, a link: B =
-      // 800 shown at 512): the value in use again, now that it fits.
-      const want = app.settings?.[key];
-      if (el.type === 'range' && want !== undefined) writeControl(el, want);
-    }
-  };
-  setRange('bits', f.quant.bitsMin, 16);
-  setRange('budget', f.select.budgetMin, T);
-  setRange('recent', 0, T);
-  setRange('window', 1, f.data.steps);
-  setRange('future', 0, Math.max(0, f.data.steps - 1));
-  figure('budget-min', f.select.budgetMin,
-    fill(t(app.lang, 'select.budget-min'), { sinks: grouped(f.select.sinkCount), min: grouped(f.select.budgetMin) }));
-  const ch = $('#channel');
-  if (ch.options.length !== f.data.channels + 1) {
-    // (the setting in use: a channel of a link was not an option yet when the controls were
-    // written, and the select fell back to auto)
-    const set = app.settings?.channel;
-    const keep = set === null || set === undefined ? ch.value : String(set);
-    ch.replaceChildren();
-    const auto = new Option(t(app.lang, 'quant.channel.auto'), 'auto');
-    auto.dataset.i18n = 'quant.channel.auto';
-    ch.add(auto);
-    for (let j = 0; j < f.data.channels; j += 1) ch.add(new Option(String(j), String(j)));
-    ch.value = [...ch.options].some((o) => o.value === keep) ? keep : 'auto';
+  for (const { key, min, max } of f.ranges) {
+    const own = FIELDS[key] ?? {};
+    const lo = Math.max(min, own.min ?? min);
+    const hi = Math.min(max, own.max ?? max);
+    if (own.auto) listOptions(key, lo, hi);
+    else setRange(key, lo, hi);
   }
-  if ($('#use-generated').hidden !== f.data.generated) $('#use-generated').hidden = f.data.generated;
-  // The generator's controls do nothing to uploaded data: off while it is in use.
-  for (const c of document.querySelectorAll('#data > .controls [data-key]')) {
-    if (c.disabled === f.data.generated) c.disabled = !f.data.generated;
+}
+
+/** Sets `key`'s sliders and number fields to `min..max`. */
+function setRange(key, min, max) {
+  for (const el of document.querySelectorAll(`[data-key="${key}"]`)) {
+    if (el.max === String(max) && el.min === String(min)) continue;
+    el.min = String(min);
+    el.max = String(max);
+    // A slider's value was clamped to its old range when written (Reset, Back, a link: B =
+    // 800 shown at 512): the value in use again, now that it fits.
+    const want = app.settings?.[key];
+    if (el.type === 'range' && want !== undefined) writeControl(el, want);
+  }
+}
+
+/**
+ * Lists `min..max` after the select's own `auto` option (index.html's, worded as every text is)
+ * in the select of setting `key`, when they changed.
+ */
+function listOptions(key, min, max) {
+  for (const sel of document.querySelectorAll(`select[data-key="${key}"]`)) {
+    if (sel.options.length === max - min + 2 && sel.options[1]?.value === String(min)) continue;
+    // (the setting in use: a value of a link was not an option yet when the controls were
+    // written, and the select fell back to auto)
+    const set = app.settings?.[key];
+    const keep = set === null || set === undefined ? sel.value : String(set);
+    const numbers = [];
+    for (let j = min; j <= max; j += 1) numbers.push(new Option(String(j), String(j)));
+    sel.replaceChildren(sel.options[0], ...numbers);
+    sel.value = [...sel.options].some((o) => o.value === keep) ? keep : 'auto';
   }
 }
 

@@ -4,6 +4,7 @@
 
 import { t, fill } from '../i18n.js';
 import { $ } from '../lib/dom.js';
+import { STAGES } from '../fields.js';
 import { app } from './store.js';
 
 /**
@@ -51,10 +52,11 @@ export function writeStage() {
     return;
   }
   $('#progress-text').textContent = t(app.lang, app.stage ? `progress.${app.stage}` : 'progress.label');
-  bar.value = app.stage ? STAGES.indexOf(app.stage) + 1 : 0;
+  bar.value = app.stage ? STEPS.indexOf(app.stage) + 1 : 0;
 }
 
-const STAGES = ['data', 'quantization', 'selection', 'budget', 'compare', 'kivi', 'draw'];
+/** The progress bar's steps: the engine's stages (Rust's `Stage::ALL`), then the drawing. */
+export const STEPS = [...STAGES, 'draw'];
 
 /** A request to the engine; a progress box appears if it takes longer than 100 ms. */
 export async function request(op, payload, transfer, onPartial) {

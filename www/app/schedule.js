@@ -76,12 +76,12 @@ function canvasSize(canvas) {
 export function drawSpec(names) {
   const charts = [];
   const sizes = {};
-  const shownIn = { quant: ['quant'], select: ['select'], compare: ['compare'], budget: ['budget'], together: ['together'], model: ['real-model'] };
   for (const name of new Set(names)) {
     const canvas = document.querySelector(`canvas[data-chart="${name}"]`);
     if (!canvas) continue;
-    // In embed mode only one section is shown (checked without reading layout).
-    if (app.good?.embed && !shownIn[app.good.embed].includes(canvas.closest('section')?.id)) continue;
+    // In embed mode only one section is shown (checked without reading layout): the one
+    // whose `data-section` the embed names.
+    if (app.good?.embed && canvas.closest('[data-section]')?.dataset.section !== app.good.embed) continue;
     charts.push(name);
     sizes[name] = canvasSize(canvas);
   }

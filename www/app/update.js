@@ -6,13 +6,14 @@
 // transaction runs as well against a fake one (tests/unit/update.test.mjs).
 
 import { app } from './store.js';
+import { FIELDS, BOUNDS } from '../fields.js';
 import { SECTIONS_OF, ALL } from './registry.js';
 
 /**
  * The transaction's way to the engine and the page:
  * - `send(settings, changed, sections, dataChanged)`: the update request; resolves to what
  *   `written` gets, rejects with the engine's error;
- * - `written(sent, {changed, settings, sections, commit, inputAt, bounded})`: the reply on the page;
+ * - `written(sent, {changed, settings, sections, commit, inputAt})`: the reply on the page;
  * - `refused(error, changed)`: the refusal said next to the control it names (or the last one
  *   changed); returns that control;
  * - `controlOf(key)`, `show(control, value)`: a setting's control, and a value written to it;
@@ -25,56 +26,56 @@ export function connectUpdates(p) {
   port = p;
 }
 
-/** Counts another setting bounds (the parser's cross-field checks): key -> the bounding key. */
-const BOUNDED = { steps: 'tokens', outliers: 'channels', skewed: 'channels' };
-const BOUNDED_BY = new Set(Object.values(BOUNDED));
+/** The bound's largest value when its bounding setting is `v` (fields.js BOUNDS). */
+const limitOf = (b, v) => (b.share ? Math.floor(b.share / Math.max(1, v)) : b.times * v + b.plus);
 
 /**
- * After a change of `key`: a bounded count above its bound is used at the bound. Typed so
- * (steps above T, outlier channels above d), that is said next to its control once the view
- * follows, as a link's repair is, until the count or its bound change again (the change event
- * of the value written back keeps it); lowered under it by its bound, it follows silently.
+ * After `control` set `key`: the settings it bounds follow it (B and r at most T, w at most S,
+ * the outlier channels at most d, the channel shown below d or back to `auto`; and what those
+ * bound in turn), silently, as the sliders' ranges do. A data count typed past its own bound
+ * (steps above T, outlier channels above d; `said` in Rust's table) is used at the bound and
+ * said next to its control once the view follows, as a link's repair is, until the count or
+ * its bound change again (the change event of the value written back keeps it); any other
+ * value typed past its bound goes as typed, for the engine to refuse. Returns the keys moved.
  */
-function bound(key, control) {
+function follow(key, control) {
   const s = app.settings;
   const valid = (k) => (Number.isFinite(s[k]) ? s[k] : app.good[k]);
-  for (const [k, by] of Object.entries(BOUNDED)) {
-    if (key !== k && key !== by) continue;
-    const typed = valid(k);
-    const limit = valid(by);
-    if (key === k && typed > limit) {
-      const refusal = { kind: 'atMost', value: typed, what: by, limit };
-      app.clamped = { control, field: k, refusalOf: 'repair', repaired: true, refusal };
-    } else if (app.clamped?.field === k && (key === by || typed !== limit)) {
+  const moved = [key];
+  const move = (k, v) => {
+    s[k] = v;
+    app.pending.set(k, control);
+    moved.push(k);
+  };
+  // (the tightest of the key's own bounds: S is at most T and at most 64 Mi / T)
+  let own = null;
+  let limit = Infinity;
+  for (const b of BOUNDS) {
+    const l = b.key === key ? limitOf(b, valid(b.by)) : Infinity;
+    if (l < limit) [own, limit] = [b, l];
+  }
+  if (own) {
+    const typed = valid(key);
+    if (typed > limit && own.said) {
+      const by = valid(own.by);
+      const refusal = own.below ? { kind: 'below', value: typed, what: own.what, bound: by, used: limit }
+        : { kind: 'atMost', value: typed, what: own.what, limit };
+      app.clamped = { control, field: key, refusalOf: 'repair', repaired: true, refusal };
+      move(key, limit);
+    } else if (app.clamped?.field === key && typed !== limit) {
       app.clamped = null;
     }
-    if (typed > limit) {
-      s[k] = limit;
-      app.pending.set(k, control);
+  }
+  // (each key moved moves what it bounds: T takes S along, and S takes w)
+  for (let i = 0; i < moved.length; i += 1) {
+    for (const b of BOUNDS) {
+      if (b.by !== moved[i]) continue;
+      if (app.clamped?.field === b.key) app.clamped = null;
+      const l = limitOf(b, valid(b.by));
+      if (valid(b.key) > l) move(b.key, FIELDS[b.key]?.auto ? null : l);
     }
   }
-}
-
-/** The settings a change of `key` takes along (B and r follow T, w follows S, ...). */
-function follow(key, value, control) {
-  bound(key, control);
-  if (key === 'tokens' || key === 'steps') {
-    // B and r cannot exceed T, nor w exceed S: follow the data as the sliders' ranges do.
-    const s = app.settings;
-    const T = Number.isFinite(s.tokens) ? s.tokens : app.good.tokens;
-    const S = Number.isFinite(s.steps) ? s.steps : app.good.steps;
-    s.budget = Math.min(s.budget, T);
-    s.recent = Math.min(s.recent, T);
-    s.window = Math.min(s.window, S);
-    s.future = Math.min(s.future, Math.max(0, S - 1));
-    for (const k of ['budget', 'recent', 'window', 'future']) app.pending.set(k, control);
-  }
-  // A shown channel the new d does not have goes back to auto, silently (as the outlier
-  // channels follow d down).
-  if (key === 'channels' && Number.isFinite(value) && app.settings.channel >= value) {
-    app.settings.channel = null;
-    app.pending.set('channel', control);
-  }
+  return moved.slice(1).filter((k, i, all) => all.indexOf(k) === i);
 }
 
 /**
@@ -93,9 +94,14 @@ export function change(control, key, value, commit) {
   app.settings[key] = value;
   app.pending.set(key, control);
   app.commit ||= commit;
-  // (a value the page moved and said so, moved again by hand: the note is done)
-  if (app.clamped?.field === key && !(key in BOUNDED)) app.clamped = null;
-  follow(key, value, control);
+  // (a value the page moved and said so, moved again by hand: the note is done; a count's own
+  // bound decides in `follow`)
+  if (app.clamped?.field === key && !BOUNDS.some((b) => b.key === key && b.said)) app.clamped = null;
+  // (the values the page moved show at once; a refusal puts them back with the rest)
+  for (const k of follow(key, control)) {
+    const c = port.controlOf(k);
+    if (c) port.show(c, app.settings[k]);
+  }
   if (!app.frame && !app.inFlight) {
     app.frame = -1;
     queueMicrotask(() => {
@@ -129,8 +135,7 @@ export async function flush() {
     // are in the page's language)
     settings.lang = app.lang;
     app.good = settings;
-    const bounded = [...changed.keys()].some((k) => k in BOUNDED || BOUNDED_BY.has(k));
-    port.written(sent, { changed, settings, sections, commit, inputAt, bounded });
+    port.written(sent, { changed, settings, sections, commit, inputAt });
   } catch (e) {
     if (e?.stopped) return; // stop() has put the last good view back
     // A scheme change that leaves the bits below the new scheme's fewest (1 bit asymmetric,

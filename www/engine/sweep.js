@@ -1,10 +1,10 @@
 // Section 3b's trade-off on the model: its curves, measured a point at a time (one run of the
 // model per request, so a change never waits behind a whole curve), kept while the settings
 // that change them rest (a drag of B moves only the ring) and given to the page's module as
-// each curve is complete.
+// each curve is complete. Which settings change a curve is Rust's table's (`SWEPT`: those
+// that affect the section `model-tradeoff`).
 
-/** The settings a curve depends on: every control that changes a curve. */
-const SWEEP_KEYS = ['bits', 'scheme', 'granularity', 'group', 'meta', 'recent', 'window', 'pool', 'kernel', 'sinks', 'seed', 'heads_budget'];
+import { SWEPT } from '../fields.js';
 
 /**
  * The model's curves for the page's module `page()` (the current `Page`) and the prompt
@@ -24,7 +24,7 @@ export function modelSweep(page, prompt) {
 
   /** Forgets the curves when `settings` (or the prompt) changed what they measure. */
   const sync = (settings) => {
-    const key = JSON.stringify([prompt(), ...SWEEP_KEYS.map((k) => settings[k])]);
+    const key = JSON.stringify([prompt(), ...SWEPT.map((k) => settings[k])]);
     if (sweep.key === key) return;
     sweep = { key, curves: [] };
     give();

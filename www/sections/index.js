@@ -5,14 +5,13 @@ import { renderFormulas } from '../formulas.js';
 import { t } from '../i18n.js';
 import { app } from '../app/store.js';
 import { fitRanges } from '../app/controls.js';
-import { figure } from './common.js';
 import { writeBudget } from './budget.js';
 import { writeQuant, writeKivi } from './quant.js';
 import { writeSelect } from './select.js';
 import { writeCompare } from './compare.js';
 import { writeTogether } from './together.js';
 import { writeModelFigures } from './model-run.js';
-import { describeData } from './data/describe.js';
+import { writeData } from './data.js';
 
 /** The page as the section writers need to know it. */
 export const sectionContext = () => ({
@@ -31,7 +30,7 @@ const WRITERS = [
   writeQuant,
   writeSelect,
   writeBudget,
-  (f) => figure('data-description', f.data.description, describeData(f.data)),
+  writeData,
   writeTogether,
   // (A staged first view: the comparison and KIVI follow; a deferred comparison keeps the
   // figures on screen until the catch-up computes it.)

@@ -3,6 +3,7 @@
 // behind one part at most), and section 3b's trade-off on the model, a point at a time while
 // section 3b is on screen.
 
+import { POLICY_OF } from '../fields.js';
 import { $ } from '../lib/dom.js';
 import { app } from '../app/store.js';
 import { ALL, chartsOf } from '../app/registry.js';
@@ -16,9 +17,6 @@ import { writeCompareModel } from './compare.js';
 import { showModelSection, writeModel, writeModelDetails } from './model.js';
 import { showHeads } from './model-heads.js';
 
-/** The policy section 3's method stands for (`policy.*` names). */
-const METHOD_POLICY = { h2o: 'h2o-sum', snapkv: 'snapkv', streaming: 'streaming-llm' };
-
 /**
  * Section 5 from what the engine last measured of the model (`app.model`: `{quality}` or
  * `{error}`; `app.modelDetails`), or its note on how to get there when the model is not the data.
@@ -28,7 +26,7 @@ export function writeModelFigures(base) {
   showModelSection(on);
   writeCompareModel(base.model);
   if (!on || !app.model) return;
-  const ctx = { ...base, shown: app.upload.model, policy: METHOD_POLICY[app.good?.method], settings: app.good };
+  const ctx = { ...base, shown: app.upload.model, policy: POLICY_OF[app.good?.method], settings: app.good };
   writeModel(app.model, ctx);
   $('#model-on').classList.toggle('stale', app.modelDetailsFor !== app.model);
   // (the details change once per rest of the controls: not rewritten on every frame of a drag)

@@ -19,6 +19,9 @@ export function writeSelect(f, ctx) {
     `${sel.heavyCount} / ${sel.recentCount} / ${sel.sinkCount}`);
   figure('mass-mean', sel.massMean, fmt.pct(sel.massMean));
   figure('mass-worst', sel.massWorst, fmt.pct(sel.massWorst));
+  // (B's smallest, StreamingLLM's sinks, said beside the slider that starts there)
+  figure('budget-min', sel.budgetMin,
+    fill(t(ctx.lang, 'select.budget-min'), { sinks: grouped(sel.sinkCount), min: grouped(sel.budgetMin) }));
 }
 
 /**

@@ -132,28 +132,112 @@ fn write_texts_module(www: &std::path::Path) -> Result<()> {
     write_if_changed(&dir.join("text.js"), &module)
 }
 
-/// Writes `www/fields.js`, the table of settings as the page needs it (`FIELDS`: each URL key,
-/// whether it is a number, and the sections it changes, `null` for the data's keys, which
-/// change every section), from [`kvlab::state::fields`]: the page keeps no list of its own.
+/// Writes `www/fields.js`: the rules Rust owns, as the page needs them, from
+/// [`kvlab::state::fields`] and the types beside it, so the page keeps no copy of its own:
+/// - `FIELDS`: each URL key, whether it is a whole number, its range and step (`min`, `max`,
+///   `step`; `auto` when it may be `auto`), and the sections it changes (`null` for the data's
+///   keys, which change every section);
+/// - `BOUNDS`: the bounds between settings ([`kvlab::state::BOUNDS`]) as numbers (the largest
+///   value is `share / v` with `share`, else `times v + plus`), what a message calls them, and
+///   whether a value typed past one is used at it and said (`said`: the data's own counts, as a
+///   link's is) or sent for the engine to refuse (every other setting);
+/// - `SECTIONS` (the page's, [`kvlab::state::Section::PAGE`]), `STAGES` (an update's, in order,
+///   [`kvlab::lab::Stage::ALL`]), `COMPARISON_CHARTS` (the charts drawn from the policy
+///   comparison), `POLICY_OF` (each method's policy, [`kvlab::state::Method::policy`]) and
+///   `SWEPT` (the settings the model's trade-off is measured again for: those that affect
+///   [`kvlab::state::Section::ModelTradeoff`], or the data).
 fn write_fields_module(www: &std::path::Path) -> Result<()> {
-    use kvlab::state::{Affects, Rule};
+    use kvlab::render::{Chart, CompareChart};
+    use kvlab::state::{Affects, Limit, Method, Rule, Section, BOUNDS};
+    use serde_json::{json, Value};
     let mut fields = serde_json::Map::new();
+    let mut swept = Vec::new();
     for f in kvlab::state::fields() {
         let numeric = matches!(f.rule, Rule::Int(..) | Rule::Odd(..) | Rule::Numbers(_));
         let sections = match f.affects {
-            Affects::Data => serde_json::Value::Null,
-            Affects::Page => serde_json::json!([]),
+            Affects::Data => Value::Null,
+            Affects::Page => json!([]),
             Affects::Only(s) => serde_json::to_value(s)?,
         };
-        fields.insert(
-            f.key.into(),
-            serde_json::json!({ "numeric": numeric, "sections": sections }),
-        );
+        let mut field = json!({ "numeric": numeric, "sections": sections });
+        let range = match f.rule {
+            Rule::Int(lo, hi) | Rule::AutoOr(lo, hi) => Some((lo, hi, 1)),
+            Rule::Odd(lo, hi) => Some((lo, hi, 2)),
+            Rule::Numbers(_) | Rule::Words(_) | Rule::Named | Rule::Model => None,
+        };
+        if let Some((lo, hi, step)) = range {
+            field["min"] = json!(lo);
+            field["max"] = json!(hi);
+            field["step"] = json!(step);
+        }
+        if matches!(f.rule, Rule::AutoOr(..)) {
+            field["auto"] = json!(true);
+        }
+        let tradeoff = match f.affects {
+            Affects::Data => true,
+            Affects::Only(s) => s.contains(&Section::ModelTradeoff),
+            Affects::Page => false,
+        };
+        if tradeoff {
+            swept.push(f.key);
+        }
+        fields.insert(f.key.into(), field);
     }
+    let data_keys: Vec<&str> = kvlab::state::fields()
+        .into_iter()
+        .filter(|f| f.affects == Affects::Data)
+        .map(|f| f.key)
+        .collect();
+    let bounds: Vec<Value> = BOUNDS
+        .iter()
+        .map(|b| {
+            let (times, plus, share) = match b.limit {
+                Limit::AtMost => (1, 0, None),
+                Limit::Below => (1, -1, None),
+                Limit::TwicePlusOne => (2, 1, None),
+                Limit::Share(n) => (0, 0, Some(n)),
+            };
+            let mut v = json!({
+                "key": b.key, "by": b.by, "what": b.limit.what(b.by),
+                "times": times, "plus": plus, "said": data_keys.contains(&b.key),
+            });
+            if let Some(n) = share {
+                v["share"] = json!(n);
+            }
+            if b.limit == Limit::Below {
+                v["below"] = json!(true);
+            }
+            v
+        })
+        .collect();
+    let stages: Vec<&str> = kvlab::lab::Stage::ALL.iter().map(|s| s.key()).collect();
+    let comparison: Vec<&str> = CompareChart::ALL
+        .iter()
+        .map(|&c| Chart::Compare(c).name())
+        .collect();
+    let policy_of: serde_json::Map<String, Value> =
+        [Method::H2o, Method::Snapkv, Method::Streaming]
+            .into_iter()
+            .map(|m| {
+                Ok((
+                    serde_json::to_value(m)?.as_str().unwrap_or("").to_string(),
+                    json!(m.policy()),
+                ))
+            })
+            .collect::<Result<_>>()?;
     let module = format!(
-        "// Generated by `cargo xtask dist` from the table of settings in src/state.rs: edit \
-         that.\nexport const FIELDS = {};\n",
-        serde_json::Value::Object(fields)
+        "// Generated by `cargo xtask dist` from the table of settings in src/state.rs and the \
+         types beside it: edit those.\n\
+         export const FIELDS = {};\nexport const BOUNDS = {};\nexport const SECTIONS = {};\n\
+         export const STAGES = {};\nexport const COMPARISON_CHARTS = {};\n\
+         export const POLICY_OF = {};\nexport const SWEPT = {};\n",
+        Value::Object(fields),
+        Value::Array(bounds),
+        serde_json::to_value(Section::PAGE)?,
+        json!(stages),
+        json!(comparison),
+        Value::Object(policy_of),
+        json!(swept),
     );
     write_if_changed(&www.join("fields.js"), &module)
 }

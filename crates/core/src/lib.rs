@@ -4,7 +4,7 @@
 //! `math-spec.md`) that the page makes live, and the seeded data it runs on. It depends on no
 //! page, plotting or wasm crate (the crate's dependencies are `thiserror`, `serde`, `half` and
 //! `libm`), so "the core knows no page" is the compiler's rule, not a convention. The `kvlab`
-//! crate re-exports every module here under the same name (`kvlab_core::quant` is
+//! crate re-exports every module here under the same name (`kvlab::quant` is
 //! `kvlab_core::quant`).
 //!
 //! | module | what |

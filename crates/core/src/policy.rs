@@ -275,7 +275,15 @@ impl Policy {
 
     /// Whether the policy honours the recent window `r` (all but StreamingLLM and the oracle).
     pub fn uses_recent(&self) -> bool {
-        !matches!(self, Policy::StreamingLlm { .. } | Policy::Oracle)
+        // (every policy says: a new one decides here, the compiler asks)
+        match self {
+            Policy::H2oSum
+            | Policy::H2oMean
+            | Policy::SnapKv { .. }
+            | Policy::Tova
+            | Policy::Random { .. } => true,
+            Policy::StreamingLlm { .. } | Policy::Oracle => false,
+        }
     }
 
     /// Bytes of score state kept per kept token per selection copy (math-spec §1, `M_meta`):
@@ -285,7 +293,11 @@ impl Policy {
     pub fn score_state_bytes(&self) -> u64 {
         match self {
             Policy::H2oSum | Policy::H2oMean => 4,
-            _ => 0,
+            Policy::SnapKv { .. }
+            | Policy::StreamingLlm { .. }
+            | Policy::Tova
+            | Policy::Random { .. }
+            | Policy::Oracle => 0,
         }
     }
 
@@ -299,7 +311,12 @@ impl Policy {
             score_state_bytes: self.score_state_bytes(),
             index: match self {
                 Policy::StreamingLlm { .. } => IndexKind::None,
-                _ => template.index,
+                Policy::H2oSum
+                | Policy::H2oMean
+                | Policy::SnapKv { .. }
+                | Policy::Tova
+                | Policy::Random { .. }
+                | Policy::Oracle => template.index,
             },
             ..*template
         }
@@ -515,7 +532,11 @@ pub fn select_with(
         Policy::StreamingLlm { sinks } => {
             Ok(select::streaming_llm(attention.cols(), budget, sinks)?)
         }
-        _ => {
+        Policy::H2oMean
+        | Policy::SnapKv { .. }
+        | Policy::Tova
+        | Policy::Random { .. }
+        | Policy::Oracle => {
             let scores = policy_scores(policy, attention, observed_rows)?.unwrap_or_default();
             Ok(select::heavy_plus_recent(
                 &scores,
@@ -599,7 +620,12 @@ impl PreparedPolicy {
         match self.policy {
             Policy::StreamingLlm { sinks } => Ok(select::streaming_llm(total, budget, sinks)?),
             // H2O (sum) included: select::h2o is this rule on the same cumulative scores.
-            _ => match &self.scores {
+            Policy::H2oSum
+            | Policy::H2oMean
+            | Policy::SnapKv { .. }
+            | Policy::Tova
+            | Policy::Random { .. }
+            | Policy::Oracle => match &self.scores {
                 Err(e) => Err(e.clone()),
                 Ok(s) => Ok(select::heavy_plus_recent(
                     s.as_deref().unwrap_or_default(),
@@ -1494,7 +1520,12 @@ pub fn shared_selection(
                     Policy::StreamingLlm { sinks } => {
                         Ok(select::streaming_llm(total, budget, *sinks)?)
                     }
-                    _ => Ok(select::heavy_plus_recent(
+                    Policy::H2oSum
+                    | Policy::H2oMean
+                    | Policy::SnapKv { .. }
+                    | Policy::Tova
+                    | Policy::Random { .. }
+                    | Policy::Oracle => Ok(select::heavy_plus_recent(
                         &vec![0.0; total],
                         budget,
                         recent,

@@ -185,8 +185,16 @@ fn block(m: &Matrix, rows: std::ops::Range<usize>, cols: usize) -> Result<Matrix
 /// `policy` on a prefill of `p` tokens: SnapKV's window observes at most the prefill's rows.
 fn fit(policy: Policy, p: usize) -> Policy {
     match policy {
-        Policy::SnapKv { window, pooling } if window > p => Policy::SnapKv { window: p, pooling },
-        _ => policy,
+        Policy::SnapKv { window, pooling } => Policy::SnapKv {
+            window: window.min(p),
+            pooling,
+        },
+        Policy::H2oSum
+        | Policy::H2oMean
+        | Policy::StreamingLlm { .. }
+        | Policy::Tova
+        | Policy::Random { .. }
+        | Policy::Oracle => policy,
     }
 }
 
@@ -279,7 +287,16 @@ pub fn compress(run: &LmRun, prefill: usize, spec: &CacheSpec) -> Result<Compres
             Keep::Policy { .. } if b >= p => vec![(0..p).collect(); attention.len()],
             Keep::Policy { policy } => {
                 let policy = fit(policy, p);
-                let ranks = !matches!(policy, Policy::StreamingLlm { .. } | Policy::Oracle);
+                // (the policies whose scores rank tokens share the budget by score mass;
+                // StreamingLLM keeps positions, and the oracle's scores are the future's)
+                let ranks = match policy {
+                    Policy::H2oSum
+                    | Policy::H2oMean
+                    | Policy::SnapKv { .. }
+                    | Policy::Tova
+                    | Policy::Random { .. } => true,
+                    Policy::StreamingLlm { .. } | Policy::Oracle => false,
+                };
                 if spec.allocation == Allocation::ScoreMass && ranks {
                     let scores = attention
                         .iter()
@@ -671,7 +688,9 @@ fn eviction(spec: &CacheSpec) -> Option<Evict> {
             recent: spec.recent,
         }),
         Policy::StreamingLlm { sinks } => Some(Evict::Oldest { sinks }),
-        _ => None,
+        // (SnapKV selects once, from its window at the prefill; random and the oracle have no
+        // rule to apply while generating: the cache is held at B only by the rules above)
+        Policy::SnapKv { .. } | Policy::Random { .. } | Policy::Oracle => None,
     }
 }
 
