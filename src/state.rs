@@ -8,7 +8,7 @@
 //! stay short. Ranges that depend on the loaded data (`budget <= T`) are checked later by the
 //! computations themselves, which return errors the page shows next to the control.
 
-use crate::quant::{Granularity, MetaDtype, Scheme};
+use crate::quant::{Granularity, MetaDtype, QuantConfig, Scheme};
 use crate::synth::{AttentionPreset, MAX_ELEMENTS};
 use serde::{Deserialize, Serialize};
 
@@ -498,8 +498,58 @@ pub fn reference() -> String {
             f.key
         ));
     }
+    out.push_str(
+        "\n## Keys a link carries beside the settings\n\n\
+         Which data a view is on: the settings parser reads none of them (a file cannot travel \
+         in a link), the page writes and reads them (`www/app/url.js`, \
+         `www/sections/model-run.js`).\n\n\
+         | Key | Values | What it is |\n|---|---|---|\n",
+    );
+    for k in LINK_KEYS {
+        out.push_str(&format!("| `{}` | {} | {} |\n", k.key, k.values, k.doc));
+    }
     out
 }
+
+/// A key a link carries beside the settings ([`LINK_KEYS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkKey {
+    /// The URL key.
+    pub key: &'static str,
+    /// The values it takes, as the reference says them.
+    pub values: &'static str,
+    /// What it is.
+    pub doc: &'static str,
+}
+
+/// The keys a link carries beside the settings: which data the view is on (an upload, which
+/// the link cannot carry and the page says so, or the model's run, carried whole: its prompt,
+/// layer and head, which the page runs again). Not settings: [`Settings::from_query`] ignores
+/// them, and they are in no [`Settings`] the engine computes from; the page writes and reads
+/// them (`www/app/url.js`, `www/sections/model-run.js`) under these names.
+pub const LINK_KEYS: [LinkKey; 4] = [
+    LinkKey {
+        key: "data",
+        values: "`upload`, `model`",
+        doc: "The view is on uploaded files (which the link cannot carry: the page says what \
+              it shows instead) or on the model's run.",
+    },
+    LinkKey {
+        key: "prompt",
+        values: "text",
+        doc: "With `data=model`: the prompt the model runs on.",
+    },
+    LinkKey {
+        key: "model_layer",
+        values: "a layer of the model",
+        doc: "With `data=model`: the layer whose attention is the data.",
+    },
+    LinkKey {
+        key: "model_head",
+        values: "a head of the model",
+        doc: "With `data=model`: the head whose attention is the data.",
+    },
+];
 
 const DATA: Affects = Affects::Data;
 const QUANT: Affects = Affects::Only(&[
@@ -788,6 +838,16 @@ pub enum Repair {
         /// What is used instead.
         used: usize,
     },
+    /// Fewer bits than the scheme takes (1 bit is only possible asymmetric): the scheme's
+    /// fewest ([`QuantConfig::bits_range`]) instead.
+    BitsForScheme {
+        /// The bits given.
+        value: u8,
+        /// The scheme in use.
+        scheme: Scheme,
+        /// The scheme's fewest bits, used instead.
+        used: u8,
+    },
 }
 
 impl Repair {
@@ -842,6 +902,20 @@ impl Repair {
                 used,
             } => (
                 format!("{key} {value} is out of range: must be below {what} ({bound})"),
+                Some(used.to_string()),
+            ),
+            Repair::BitsForScheme {
+                value,
+                scheme,
+                used,
+            } => (
+                format!(
+                    "{key} {value} is too few for {} quantization: it takes at least {used}",
+                    match scheme {
+                        Scheme::Symmetric => "symmetric",
+                        Scheme::Asymmetric => "asymmetric",
+                    }
+                ),
                 Some(used.to_string()),
             ),
         };
@@ -1070,6 +1144,23 @@ pub const BOUNDS: [Bound; 11] = [
     bound!(auto channel by channels, Limit::Below),
 ];
 
+/// The fewest bits `scheme` takes ([`QuantConfig::bits_range`]): 2 symmetric, 1 asymmetric.
+/// The parser raises bits below it to it ([`Repair::BitsForScheme`]), and the page's bits
+/// follow a scheme change the same way (`www/fields.js`'s `LEAST_BITS`).
+///
+/// ```
+/// use kvlab::quant::Scheme;
+/// use kvlab::state::{least_bits, Settings};
+/// assert_eq!(least_bits(Scheme::Symmetric), 2);
+/// let p = Settings::from_query("bits=1");
+/// assert_eq!(p.settings.bits, 2);
+/// assert_eq!(p.warnings[0].message, "bits 1 is too few for symmetric quantization: it takes at least 2; 2 is used");
+/// assert_eq!(Settings::from_query("bits=1&scheme=asym").settings.bits, 1);
+/// ```
+pub fn least_bits(scheme: Scheme) -> u8 {
+    *QuantConfig::bits_range(scheme).start()
+}
+
 /// Upper bound of the bits control.
 pub const MAX_BITS: u8 = 16;
 /// Upper bound of `T`.
@@ -1214,6 +1305,21 @@ impl Settings {
                 *value = usize::try_from(limit).unwrap_or(usize::MAX);
             }
         }
+        // The bits from the scheme's fewest (1 bit only asymmetric), a repair as a bound's is.
+        let least = least_bits(s.scheme);
+        if s.bits < least {
+            if said("bits") {
+                p.warn(
+                    "bits",
+                    Repair::BitsForScheme {
+                        value: s.bits,
+                        scheme: s.scheme,
+                        used: least,
+                    },
+                );
+            }
+            s.bits = least;
+        }
         Parsed {
             settings: s,
             warnings: p.warnings,
@@ -1284,6 +1390,16 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_keys_are_not_settings() {
+        let settings: Vec<&str> = fields().iter().map(|f| f.key).collect();
+        for k in LINK_KEYS {
+            assert!(!settings.contains(&k.key), "{} is a setting", k.key);
+            let p = Settings::from_query(&format!("{}=1", k.key));
+            assert_eq!(p, Settings::from_query(""), "{} is read", k.key);
+        }
+    }
 
     #[test]
     fn a_link_is_told_of_the_bounded_values_it_gave_not_of_defaults_that_follow() {
@@ -1493,11 +1609,13 @@ mod tests {
                 };
                 let p = Settings::parse(&format!("{}={v}", f.key), false);
                 let repaired: Vec<_> = p.warnings.iter().filter(|w| w.key == f.key).collect();
-                // (a bound another setting sets may lower it: said as AtMost or Below)
+                // (a bound another setting sets may move it: said as AtMost or Below, or the
+                // bits raised to the scheme's fewest)
                 assert!(
-                    repaired
-                        .iter()
-                        .all(|w| matches!(*w.repair, Repair::AtMost { .. } | Repair::Below { .. })),
+                    repaired.iter().all(|w| matches!(
+                        *w.repair,
+                        Repair::AtMost { .. } | Repair::Below { .. } | Repair::BitsForScheme { .. }
+                    )),
                     "{}={v}: {repaired:?}",
                     f.key
                 );

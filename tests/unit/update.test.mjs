@@ -137,23 +137,24 @@ test('a refusal puts back the keys it changed, except those changed again meanwh
   assert.deepEqual(port.sends[1].keys, ['recent']);
 });
 
-test('a scheme that leaves the bits below its fewest raises them, says so, and sends again', async () => {
+test('a scheme that leaves the bits below its fewest raises them with it, said as a repair', async () => {
   Object.assign(app.settings, { bits: 1, scheme: 'asymmetric' });
   Object.assign(app.good, { bits: 1, scheme: 'asymmetric' });
   change(control('scheme'), 'scheme', 'symmetric', true);
+  assert.deepEqual(port.shown, [['bits', 2]], 'the bits show the fewest at once');
+  assert.equal(app.clamped.control, control('bits'), 'said beside the bits');
+  assert.deepEqual(app.clamped.refusal, { kind: 'bitsForScheme', value: 1, scheme: 'symmetric', used: 2 });
   await settle();
-  port.sends[0].refuse({ field: 'bits', refusal: { kind: 'bits', bits: 1, min: 2, scheme: 'symmetric' } });
+  assert.equal(port.sends.length, 1, 'one request');
+  assert.deepEqual(port.sends[0].keys, ['bits', 'scheme']);
+  assert.equal(port.sends[0].settings.bits, 2);
+  port.sends[0].reply();
   await settle();
-  assert.deepEqual(port.refusals, [], 'not a refusal shown');
-  assert.deepEqual(port.shown, [['bits', 2]]);
-  assert.equal(app.clamped.textKey, 'quant.bits-raised');
-  port.runFrame();
-  await settle();
-  assert.deepEqual(port.sends[1].keys, ['bits', 'scheme']);
-  assert.equal(port.sends[1].settings.bits, 2);
-  port.sends[1].reply();
-  await settle();
+  assert.deepEqual(port.refusals, [], 'not a refusal');
   assert.equal(port.writes[0].commit, true, 'the scheme\'s commit goes with it');
+  // (back to asymmetric: 2 bits are within its range, nothing moves)
+  change(control('scheme'), 'scheme', 'asymmetric', true);
+  assert.equal(app.settings.bits, 2);
 });
 
 test('the data\'s counts take what they bound along; a count typed past its bound is said', async () => {

@@ -106,12 +106,15 @@ export function errorText(e) {
  * page's language; with `repaired`, what is used instead too (in English, the engine's message).
  */
 function describeRepair(key, repair, repaired) {
-  const said = fill(t(app.lang, `repair.${repair.kind}`), {
+  const template = t(app.lang, `repair.${repair.kind}`);
+  const said = fill(template, {
     key,
     ...repair,
     options: repair.options?.join(', '),
+    ...(repair.scheme && { scheme: t(app.lang, `quant.scheme-name.${repair.scheme}`) }),
   });
-  if (!repaired) return said;
+  // (a repair whose words say what is used: the bits raised to the scheme's fewest)
+  if (!repaired || template.includes('{used}')) return said;
   const used = repair.used ?? repair.limit;
   return said + (used === undefined
     ? t(app.lang, 'repair.default')

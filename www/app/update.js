@@ -6,7 +6,7 @@
 // transaction runs as well against a fake one (tests/unit/update.test.mjs).
 
 import { app } from './store.js';
-import { FIELDS, BOUNDS } from '../fields.js';
+import { FIELDS, BOUNDS, LEAST_BITS } from '../fields.js';
 import { SECTIONS_OF, ALL } from './registry.js';
 
 /**
@@ -64,6 +64,16 @@ function follow(key, control) {
       move(key, limit);
     } else if (app.clamped?.field === key && typed !== limit) {
       app.clamped = null;
+    }
+  }
+  // (the bits from the new scheme's fewest: raised to it and said beside them, as a link's
+  // repair is; the note goes with the next move of the bits)
+  if (key === 'scheme') {
+    const least = LEAST_BITS[s.scheme];
+    if (least !== undefined && valid('bits') < least) {
+      const refusal = { kind: 'bitsForScheme', value: valid('bits'), scheme: s.scheme, used: least };
+      app.clamped = { control: port.controlOf('bits'), field: 'bits', refusalOf: 'repair', repaired: true, refusal };
+      move('bits', least);
     }
   }
   // (each key moved moves what it bounds: T takes S along, and S takes w)
@@ -138,20 +148,6 @@ export async function flush() {
     port.written(sent, { changed, settings, sections, commit, inputAt });
   } catch (e) {
     if (e?.stopped) return; // stop() has put the last good view back
-    // A scheme change that leaves the bits below the new scheme's fewest (1 bit asymmetric,
-    // then symmetric): the bits go to that fewest, said beside them, and the change is sent
-    // again (it was refused, and the slider rested on 1 under a view of 4 bits).
-    const r = e?.refusal;
-    if (e?.field === 'bits' && !changed.has('bits') && r?.kind === 'bits' && r.bits < r.min) {
-      const bits = port.controlOf('bits');
-      app.settings.bits = r.min;
-      port.show(bits, r.min);
-      for (const [k, c] of changed) if (!app.pending.has(k)) app.pending.set(k, c);
-      app.pending.set('bits', bits);
-      app.commit ||= commit;
-      app.clamped = { control: bits, field: 'bits', textKey: 'quant.bits-raised', textFields: { bits: r.bits, min: r.min } };
-      return;
-    }
     // The last good view stays; the message goes next to the control that caused it. Keys the
     // person changed again meanwhile keep their newer value.
     const control = port.refused(e, changed);
