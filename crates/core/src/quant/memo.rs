@@ -5,9 +5,10 @@
 use super::{quantize_view, GroupLayout, QuantConfig, QuantError, Quantized, View};
 use crate::Matrix;
 
-/// [`quantize`], writing the codes into `codes` (its contents are dropped, its capacity kept):
-/// give it [`Quantized::into_codes`] of a tensor no longer needed and a repeated quantization
-/// of the same shape allocates no code buffer. The result is the same as [`quantize`]'s.
+/// [`quantize`](super::quantize), writing the codes into `codes` (its contents are dropped,
+/// its capacity kept): give it [`Quantized::into_codes`] of a tensor no longer needed and a
+/// repeated quantization of the same shape allocates no code buffer. The result is the same
+/// as [`quantize`](super::quantize)'s.
 ///
 /// ```
 /// use kvlab_core::quant::{quantize, quantize_reusing, QuantConfig};
@@ -53,7 +54,7 @@ impl Extremes {
 /// [`quantize_reusing`], taking the per-group extremes from `memo` when they were found for
 /// this layout, else finding them and leaving them there. `memo` must only ever be given the
 /// same `x` (the lab keeps one per tensor of its data and clears it with the data). The result
-/// is the same as [`quantize`]'s.
+/// is the same as [`quantize`](super::quantize)'s.
 pub fn quantize_memo(
     x: &Matrix,
     config: &QuantConfig,
