@@ -838,16 +838,6 @@ pub enum Repair {
         /// What is used instead.
         used: usize,
     },
-    /// Fewer bits than the scheme takes (1 bit is only possible asymmetric): the scheme's
-    /// fewest ([`QuantConfig::bits_range`]) instead.
-    BitsForScheme {
-        /// The bits given.
-        value: u8,
-        /// The scheme in use.
-        scheme: Scheme,
-        /// The scheme's fewest bits, used instead.
-        used: u8,
-    },
 }
 
 impl Repair {
@@ -902,20 +892,6 @@ impl Repair {
                 used,
             } => (
                 format!("{key} {value} is out of range: must be below {what} ({bound})"),
-                Some(used.to_string()),
-            ),
-            Repair::BitsForScheme {
-                value,
-                scheme,
-                used,
-            } => (
-                format!(
-                    "{key} {value} is too few for {} quantization: it takes at least {used}",
-                    match scheme {
-                        Scheme::Symmetric => "symmetric",
-                        Scheme::Asymmetric => "asymmetric",
-                    }
-                ),
                 Some(used.to_string()),
             ),
         };
@@ -1028,6 +1004,9 @@ pub struct Bound {
     pub by: &'static str,
     /// How its largest value follows from that value.
     pub limit: Limit,
+    /// What a message calls the limit ([`Limit::what`] of `by`, written out in the row: the
+    /// page's module then carries no formatting for it).
+    pub what: &'static str,
     /// The bounded setting's count in a [`Settings`] (`None`: it is not a count).
     count: fn(&mut Settings) -> Option<&mut usize>,
     /// The bounding setting's value in a [`Settings`].
@@ -1035,13 +1014,15 @@ pub struct Bound {
 }
 
 /// A [`Bound`] row: `key by by, limit` names each setting once (`auto key ...`: a setting
-/// that is `auto` or a number, whose bound the lab checks).
+/// that is `auto` or a number, whose bound the lab checks); a limit that is not `by` itself
+/// says its words last (checked against [`Limit::what`]).
 macro_rules! bound {
-    ($key:ident by $by:ident, $limit:expr) => {
+    ($key:ident by $by:ident, $limit:expr $(, $what:literal)?) => {
         Bound {
             key: stringify!($key),
             by: stringify!($by),
             limit: $limit,
+            what: bound_what!($by $($what)?),
             count: |s| Some(&mut s.$key),
             of: |s| s.$by,
         }
@@ -1051,9 +1032,20 @@ macro_rules! bound {
             key: stringify!($key),
             by: stringify!($by),
             limit: $limit,
+            what: stringify!($by),
             count: |_| None,
             of: |s| s.$by,
         }
+    };
+}
+
+/// A [`Bound`]'s words for its limit: the bounding setting's name, or the row's own.
+macro_rules! bound_what {
+    ($by:ident) => {
+        stringify!($by)
+    };
+    ($by:ident $what:literal) => {
+        $what
     };
 }
 
@@ -1109,13 +1101,13 @@ impl Bound {
         match self.limit {
             Limit::Below => Repair::Below {
                 value: size(value),
-                what: self.limit.what(self.by),
+                what: self.what.to_string(),
                 bound: size(by),
                 used: size(limit),
             },
             _ => Repair::AtMost {
                 value: size(value),
-                what: self.limit.what(self.by),
+                what: self.what.to_string(),
                 limit: size(limit),
             },
         }
@@ -1132,11 +1124,11 @@ impl Bound {
 /// control goes back to `auto`.
 pub const BOUNDS: [Bound; 11] = [
     bound!(steps by tokens, Limit::AtMost),
-    bound!(steps by tokens, Limit::Share(MAX_ELEMENTS)),
-    bound!(channels by tokens, Limit::Share(MAX_ELEMENTS)),
+    bound!(steps by tokens, Limit::Share(MAX_ELEMENTS), "64 Mi / tokens"),
+    bound!(channels by tokens, Limit::Share(MAX_ELEMENTS), "64 Mi / tokens"),
     bound!(future by steps, Limit::Below),
     bound!(budget by tokens, Limit::AtMost),
-    bound!(kernel by tokens, Limit::TwicePlusOne),
+    bound!(kernel by tokens, Limit::TwicePlusOne, "2 x tokens + 1"),
     bound!(recent by tokens, Limit::AtMost),
     bound!(window by steps, Limit::AtMost),
     bound!(outliers by channels, Limit::AtMost),
@@ -1145,8 +1137,8 @@ pub const BOUNDS: [Bound; 11] = [
 ];
 
 /// The fewest bits `scheme` takes ([`QuantConfig::bits_range`]): 2 symmetric, 1 asymmetric.
-/// The parser raises bits below it to it ([`Repair::BitsForScheme`]), and the page's bits
-/// follow a scheme change the same way (`www/fields.js`'s `LEAST_BITS`).
+/// The parser raises bits below it to it (a [`Repair::OutOfRange`] of the scheme's range),
+/// and the page's bits follow a scheme change the same way (`www/fields.js`'s `LEAST_BITS`).
 ///
 /// ```
 /// use kvlab::quant::Scheme;
@@ -1154,7 +1146,7 @@ pub const BOUNDS: [Bound; 11] = [
 /// assert_eq!(least_bits(Scheme::Symmetric), 2);
 /// let p = Settings::from_query("bits=1");
 /// assert_eq!(p.settings.bits, 2);
-/// assert_eq!(p.warnings[0].message, "bits 1 is too few for symmetric quantization: it takes at least 2; 2 is used");
+/// assert_eq!(p.warnings[0].message, "bits 1 is out of range: must be a whole number between 2 and 16; 2 is used");
 /// assert_eq!(Settings::from_query("bits=1&scheme=asym").settings.bits, 1);
 /// ```
 pub fn least_bits(scheme: Scheme) -> u8 {
@@ -1305,16 +1297,18 @@ impl Settings {
                 *value = usize::try_from(limit).unwrap_or(usize::MAX);
             }
         }
-        // The bits from the scheme's fewest (1 bit only asymmetric), a repair as a bound's is.
+        // The bits from the scheme's fewest (1 bit only asymmetric): out of the scheme's range,
+        // a repair as any other.
         let least = least_bits(s.scheme);
         if s.bits < least {
             if said("bits") {
                 p.warn(
                     "bits",
-                    Repair::BitsForScheme {
-                        value: s.bits,
-                        scheme: s.scheme,
-                        used: least,
+                    Repair::OutOfRange {
+                        raw: s.bits.to_string(),
+                        lo: least.to_string(),
+                        hi: MAX_BITS.to_string(),
+                        used: least.to_string(),
                     },
                 );
             }
@@ -1390,6 +1384,13 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_bound_words_its_limit_as_the_limit_does() {
+        for b in &BOUNDS {
+            assert_eq!(b.what, b.limit.what(b.by), "{} by {}", b.key, b.by);
+        }
+    }
 
     #[test]
     fn link_keys_are_not_settings() {
@@ -1610,11 +1611,12 @@ mod tests {
                 let p = Settings::parse(&format!("{}={v}", f.key), false);
                 let repaired: Vec<_> = p.warnings.iter().filter(|w| w.key == f.key).collect();
                 // (a bound another setting sets may move it: said as AtMost or Below, or the
-                // bits raised to the scheme's fewest)
+                // bits out of the scheme's range)
                 assert!(
                     repaired.iter().all(|w| matches!(
-                        *w.repair,
-                        Repair::AtMost { .. } | Repair::Below { .. } | Repair::BitsForScheme { .. }
+                        (f.key, &*w.repair),
+                        (_, Repair::AtMost { .. } | Repair::Below { .. })
+                            | ("bits", Repair::OutOfRange { .. })
                     )),
                     "{}={v}: {repaired:?}",
                     f.key

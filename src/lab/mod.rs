@@ -152,56 +152,6 @@ pub struct Figures {
     pub pending: bool,
     /// True while `kivi` holds placeholders (a staged lab not yet completed).
     pub kivi_pending: bool,
-    /// What this data and these settings allow of the settings they bound ([`Range`]): the
-    /// page's controls take them, so a slider never rests on a value the engine would refuse.
-    pub ranges: Vec<Range>,
-}
-
-/// The values a setting may take on this data, within its own range in the table of settings
-/// (`www/fields.js` has that range; the page takes both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Range {
-    /// The setting's URL key.
-    pub key: &'static str,
-    /// The least value (0: none beyond the setting's own).
-    pub min: u64,
-    /// The most value.
-    pub max: u64,
-}
-
-/// What this data and these settings allow of each setting they bound: the bounds the data's
-/// shape sets ([`crate::state::BOUNDS`], with `tokens`, `steps` and `channels` the data's `T`,
-/// `S` and `d`: B and r at most `T`, w at most `S`, the channel shown below `d`, ...), and the
-/// least bits and B the quantizer and the method take (1 bit only asymmetric; StreamingLLM's
-/// sinks).
-fn ranges(data: &DataFigures, quant: &QuantFigures, select: &SelectFigures) -> Vec<Range> {
-    let shape = |key: &str| match key {
-        "tokens" => Some(data.tokens as u64),
-        "steps" => Some(data.steps as u64),
-        "channels" => Some(data.channels as u64),
-        _ => None,
-    };
-    let mut out: Vec<Range> = Vec::new();
-    let mut narrow =
-        |key: &'static str, min: u64, max: u64| match out.iter_mut().find(|r| r.key == key) {
-            Some(r) => {
-                r.min = r.min.max(min);
-                r.max = r.max.min(max);
-            }
-            None => out.push(Range { key, min, max }),
-        };
-    for b in &crate::state::BOUNDS {
-        if let Some(by) = shape(b.by) {
-            narrow(b.key, 0, b.limit.of(by));
-        }
-    }
-    narrow(
-        "bits",
-        u64::from(quant.bits_min),
-        u64::from(crate::state::MAX_BITS),
-    );
-    narrow("budget", select.budget_min as u64, u64::MAX);
-    out
 }
 
 /// What an update may leave for [`Lab::complete_with_progress`] ([`Lab::update_deferring`]):
@@ -417,10 +367,8 @@ impl Lab {
             progress(Stage::Kivi);
             (compare, kivi_figures(&data, &settings)?)
         };
-        let data_shape = data_figures(&data);
         let figures = Figures {
-            ranges: ranges(&data_shape, &quant.figures, &select.figures),
-            data: data_shape,
+            data: data_figures(&data),
             quant: quant.figures.clone(),
             select: select.figures.clone(),
             budget,
@@ -585,10 +533,8 @@ impl Lab {
             None
         };
         let kivi = new_kivi.as_ref().unwrap_or(&self.kivi);
-        let data_shape = data_figures(data);
         let figures = Figures {
-            ranges: ranges(&data_shape, &quant.figures, &select.figures),
-            data: data_shape,
+            data: data_figures(data),
             quant: quant.figures.clone(),
             select: select.figures.clone(),
             budget,

@@ -103,21 +103,23 @@ test('every number and slider takes its range and step from the table of setting
   assert.equal(els.method.min, undefined, 'a select has no range');
 });
 
-test('the lab\'s ranges narrow the controls to the data, and list the channels to show', () => {
+test('the bounds at the data in use narrow the controls, and list the channels to show', () => {
   rangeControls();
   app.settings = { ...app.settings, budget: 800, channel: 5 };
-  fitRanges({
-    ranges: [{ key: 'bits', min: 2, max: 16 }, { key: 'budget', min: 16, max: 1024 },
-      { key: 'channel', min: 0, max: 7 }, { key: 'kernel', min: 0, max: 33 }],
+  // (the lab's figures: the data's T, S and d, the scheme's fewest bits, StreamingLLM's B)
+  const figures = (tokens, steps, channels) => ({
+    data: { tokens, steps, channels }, quant: { bitsMin: 2 }, select: { budgetMin: 16 },
   });
+  fitRanges(figures(1024, 64, 8));
   assert.deepEqual([els.bits.min, els.bits.max], ['2', '16'], 'symmetric takes at least 2 bits');
-  assert.deepEqual([els.budget.min, els.budget.max], ['16', '1024']);
+  assert.deepEqual([els.budget.min, els.budget.max], ['16', '1024'], 'B from the sinks to T');
   assert.equal(els.budget.value, '800', 'a slider shows the value in use again once it fits');
-  assert.deepEqual([els.kernel.min, els.kernel.max], ['1', '33'], 'within the kernel\'s own range: from 1');
+  assert.deepEqual([els.kernel.min, els.kernel.max], ['1', '63'], 'within the kernel\'s own range');
   assert.deepEqual(els.channel.options.map((o) => o.value), ['auto', '0', '1', '2', '3', '4', '5', '6', '7']);
   assert.equal(els.channel.options[0].text, 'auto (largest |x|)', 'the page\'s own auto option stays');
   assert.equal(els.channel.value, '5', 'the channel in use, now an option');
-  fitRanges({ ranges: [{ key: 'channel', min: 0, max: 3 }] });
+  fitRanges(figures(16, 8, 4));
+  assert.deepEqual([els.kernel.min, els.kernel.max], ['1', '33'], 'the kernel at most 2 T + 1');
   assert.equal(els.channel.options.length, 5);
   assert.equal(els.channel.value, 'auto', 'a channel the data lacks is not shown');
 });

@@ -2,11 +2,13 @@
 // written and ranged the same way whatever its key. A number being typed is a value only once
 // committed; a slider and the number field beside it (and an <output for> it) show each other's
 // value; a control marked `data-mirror` shows its value on <body> too, for the style sheet.
-// Ranges are Rust's: each setting's own from FIELDS, narrowed to the data by the lab's figures
-// (`ranges`), so a slider never rests on a value the engine would refuse.
+// Ranges are Rust's: each setting's own from FIELDS, narrowed to the data in use by the bounds
+// between settings (BOUNDS) at the lab's figures, so a slider never rests on a value the engine
+// would refuse.
 
-import { FIELDS } from '../fields.js';
+import { FIELDS, BOUNDS } from '../fields.js';
 import { app } from './store.js';
+import { limitOf } from './registry.js';
 
 /** Every control of the page. */
 export const controls = (root = document) => root.querySelectorAll('[data-key]');
@@ -69,13 +71,32 @@ export function rangeControls() {
 }
 
 /**
- * Narrows the controls to what the lab reports this data allows (`f.ranges`: `{key, min,
- * max}`; B and r up to T, w up to S, the channel shown below d, Bits from the scheme's fewest,
- * B from StreamingLLM's sinks...), within each setting's own range. A select of an `auto`
- * setting lists `auto` and the range.
+ * What the data in use allows (`f`, the lab's figures): each bound whose setting is one of the
+ * data's counts (T, S, d in `f.data`, named as the settings are) at that count (B and r up to
+ * T, w up to S, the channel shown below d...), Bits from the scheme's fewest and B from
+ * StreamingLLM's sinks (`f.quant.bitsMin`, `f.select.budgetMin`). A map key -> {min, max}.
+ */
+export function dataRanges(f) {
+  const out = new Map();
+  const narrow = (key, min, max) => {
+    const r = out.get(key) ?? { min, max };
+    out.set(key, { min: Math.max(r.min, min), max: Math.min(r.max, max) });
+  };
+  for (const b of BOUNDS) {
+    const v = f.data?.[b.by];
+    if (Number.isFinite(v)) narrow(b.key, 0, limitOf(b, v));
+  }
+  if (Number.isFinite(f.quant?.bitsMin)) narrow('bits', f.quant.bitsMin, Infinity);
+  if (Number.isFinite(f.select?.budgetMin)) narrow('budget', f.select.budgetMin, Infinity);
+  return out;
+}
+
+/**
+ * Narrows the controls to what the data in use allows ([`dataRanges`]), within each setting's
+ * own range. A select of an `auto` setting lists `auto` and the range.
  */
 export function fitRanges(f) {
-  for (const { key, min, max } of f.ranges) {
+  for (const [key, { min, max }] of dataRanges(f)) {
     const own = FIELDS[key] ?? {};
     const lo = Math.max(min, own.min ?? min);
     const hi = Math.min(max, own.max ?? max);

@@ -7,6 +7,8 @@ import { FIELDS, SECTIONS, COMPARISON_CHARTS } from '../fields.js';
 /** Which sections a settings key affects (the data's keys, absent here, affect everything). */
 export const SECTIONS_OF = Object.fromEntries(Object.entries(FIELDS)
   .filter(([, f]) => f.sections).map(([k, f]) => [k, f.sections]));
+/** Bound `b`'s largest value when its bounding setting is `v` (fields.js BOUNDS). */
+export const limitOf = (b, v) => (b.share ? Math.floor(b.share / Math.max(1, v)) : b.times * v + b.plus);
 /** Every section an update can change (a data change changes them all). */
 export const ALL = SECTIONS;
 // Charts of a section that some of its controls do not change: the policy strips show which

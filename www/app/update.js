@@ -7,7 +7,7 @@
 
 import { app } from './store.js';
 import { FIELDS, BOUNDS, LEAST_BITS } from '../fields.js';
-import { SECTIONS_OF, ALL } from './registry.js';
+import { SECTIONS_OF, ALL, limitOf } from './registry.js';
 
 /**
  * The transaction's way to the engine and the page:
@@ -26,8 +26,6 @@ export function connectUpdates(p) {
   port = p;
 }
 
-/** The bound's largest value when its bounding setting is `v` (fields.js BOUNDS). */
-const limitOf = (b, v) => (b.share ? Math.floor(b.share / Math.max(1, v)) : b.times * v + b.plus);
 
 /**
  * After `control` set `key`: the settings it bounds follow it (B and r at most T, w at most S,
@@ -67,7 +65,7 @@ function follow(key, control) {
     }
   }
   // (the bits from the new scheme's fewest: raised to it and said beside them, as a link's
-  // repair is; the note goes with the next move of the bits)
+  // repair is, in the page's words for it; the note goes with the next move of the bits)
   if (key === 'scheme') {
     const least = LEAST_BITS[s.scheme];
     if (least !== undefined && valid('bits') < least) {

@@ -201,7 +201,7 @@ fn write_fields_module(www: &std::path::Path) -> Result<()> {
                 Limit::Share(n) => (0, 0, Some(n)),
             };
             let mut v = json!({
-                "key": b.key, "by": b.by, "what": b.limit.what(b.by),
+                "key": b.key, "by": b.by, "what": b.what,
                 "times": times, "plus": plus, "said": data_keys.contains(&b.key),
             });
             if let Some(n) = share {
