@@ -1007,34 +1007,47 @@ pub struct Bound {
     /// What a message calls the limit ([`Limit::what`] of `by`, written out in the row: the
     /// page's module then carries no formatting for it).
     pub what: &'static str,
-    /// The bounded setting's count in a [`Settings`] (`None`: it is not a count).
-    count: fn(&mut Settings) -> Option<&mut usize>,
-    /// The bounding setting's value in a [`Settings`].
-    of: fn(&Settings) -> usize,
 }
 
-/// A [`Bound`] row: `key by by, limit` names each setting once (`auto key ...`: a setting
-/// that is `auto` or a number, whose bound the lab checks); a limit that is not `by` itself
-/// says its words last (checked against [`Limit::what`]).
-macro_rules! bound {
-    ($key:ident by $by:ident, $limit:expr $(, $what:literal)?) => {
-        Bound {
-            key: stringify!($key),
-            by: stringify!($by),
-            limit: $limit,
-            what: bound_what!($by $($what)?),
-            count: |s| Some(&mut s.$key),
-            of: |s| s.$by,
-        }
-    };
-    (auto $key:ident by $by:ident, $limit:expr) => {
-        Bound {
-            key: stringify!($key),
-            by: stringify!($by),
-            limit: $limit,
-            what: stringify!($by),
-            count: |_| None,
-            of: |s| s.$by,
+/// The bounds between settings, written once: each row `key by by, limit` (a limit that is not
+/// `by` itself says its words last, checked against [`Limit::what`]) makes a [`Bound`] of
+/// [`BOUNDS`] and a step of [`follow_bounds`], which the parser runs; the row marked `[auto]` is
+/// a setting that is `auto` or a number, whose bound the lab checks (not followed here). The
+/// steps are written out rather than read from the table at run time: the page's module then
+/// carries no table of pointers (it compressed 0.5 kB worse).
+macro_rules! bounds {
+    ($($key:ident by $by:ident, $limit:expr $(, $what:literal)?;)+
+     [auto] $akey:ident by $aby:ident, $alimit:expr;) => {
+        /// The bounds between settings, in the order the parser applies them (a bound applied
+        /// first may lower the setting a later one reads: S is capped by T before w and the
+        /// future by S). The data's shape bounds the selection (B and r at most T, w at most S,
+        /// SnapKV's kernel at most `2 T + 1`) and the generator's own counts (S at most T; S and
+        /// d at most 64 Mi / T, the values a generated matrix holds; the outlier and skewed
+        /// channels at most d). The channel shown is below d too, but it is `auto` or a number,
+        /// not a count: the lab refuses one the data lacks (a link's is replaced by `auto`, said
+        /// with the lab's words), and the page's control goes back to `auto`.
+        pub const BOUNDS: [Bound; 11] = [
+            $(Bound {
+                key: stringify!($key),
+                by: stringify!($by),
+                limit: $limit,
+                what: bound_what!($by $($what)?),
+            },)+
+            Bound {
+                key: stringify!($akey),
+                by: stringify!($aby),
+                limit: $alimit,
+                what: stringify!($aby),
+            },
+        ];
+
+        /// Follows every count's bound of [`BOUNDS`] in `s`, in order: a value above its limit
+        /// is used at it, and said (`said(key)`: the query gave it).
+        fn follow_bounds(s: &mut Settings, p: &mut Parser, said: &dyn Fn(&str) -> bool) {
+            $(
+                let by = s.$by as u64;
+                follow_bound(p, said, stringify!($key), $limit, bound_what!($by $($what)?), &mut s.$key, by);
+            )+
         }
     };
 }
@@ -1092,49 +1105,55 @@ impl Limit {
     }
 }
 
-impl Bound {
-    /// The repair of `value` above this bound when the bounding setting is `by`: used at the
-    /// limit.
-    fn repair(&self, value: u64, by: u64) -> Repair {
-        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        let limit = self.limit.of(by);
-        match self.limit {
-            Limit::Below => Repair::Below {
-                value: size(value),
-                what: self.what.to_string(),
-                bound: size(by),
-                used: size(limit),
-            },
-            _ => Repair::AtMost {
-                value: size(value),
-                what: self.what.to_string(),
-                limit: size(limit),
-            },
-        }
+/// One step of [`follow_bounds`]: `value` (setting `key`) above `limit`'s largest value when
+/// the bounding setting is `by` is used at it, said as an [`Repair::AtMost`] (a [`Repair::Below`]
+/// for [`Limit::Below`]) naming the limit as `what`.
+fn follow_bound(
+    p: &mut Parser,
+    said: &dyn Fn(&str) -> bool,
+    key: &str,
+    limit: Limit,
+    what: &str,
+    value: &mut usize,
+    by: u64,
+) {
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let most = limit.of(by);
+    if *value as u64 <= most {
+        return;
     }
+    if said(key) {
+        let repair = match limit {
+            Limit::Below => Repair::Below {
+                value: *value,
+                what: what.to_string(),
+                bound: size(by),
+                used: size(most),
+            },
+            Limit::AtMost | Limit::TwicePlusOne | Limit::Share(_) => Repair::AtMost {
+                value: *value,
+                what: what.to_string(),
+                limit: size(most),
+            },
+        };
+        p.warn(key, repair);
+    }
+    *value = size(most);
 }
 
-/// The bounds between settings, in the order the parser applies them (a bound applied first
-/// may lower the setting a later one reads: S is capped by T before w and the future by S).
-/// The data's shape bounds the selection (B and r at most T, w at most S, SnapKV's kernel at
-/// most `2 T + 1`) and the generator's own counts (S at most T; S and d at most 64 Mi / T, the
-/// values a generated matrix holds; the outlier and skewed channels at most d). The channel
-/// shown is below d too, but it is `auto` or a number, not a count: the lab refuses one the
-/// data lacks (a link's is replaced by `auto`, said with the lab's words), and the page's
-/// control goes back to `auto`.
-pub const BOUNDS: [Bound; 11] = [
-    bound!(steps by tokens, Limit::AtMost),
-    bound!(steps by tokens, Limit::Share(MAX_ELEMENTS), "64 Mi / tokens"),
-    bound!(channels by tokens, Limit::Share(MAX_ELEMENTS), "64 Mi / tokens"),
-    bound!(future by steps, Limit::Below),
-    bound!(budget by tokens, Limit::AtMost),
-    bound!(kernel by tokens, Limit::TwicePlusOne, "2 x tokens + 1"),
-    bound!(recent by tokens, Limit::AtMost),
-    bound!(window by steps, Limit::AtMost),
-    bound!(outliers by channels, Limit::AtMost),
-    bound!(skewed by channels, Limit::AtMost),
-    bound!(auto channel by channels, Limit::Below),
-];
+bounds! {
+    steps by tokens, Limit::AtMost;
+    steps by tokens, Limit::Share(MAX_ELEMENTS), "64 Mi / tokens";
+    channels by tokens, Limit::Share(MAX_ELEMENTS), "64 Mi / tokens";
+    future by steps, Limit::Below;
+    budget by tokens, Limit::AtMost;
+    kernel by tokens, Limit::TwicePlusOne, "2 x tokens + 1";
+    recent by tokens, Limit::AtMost;
+    window by steps, Limit::AtMost;
+    outliers by channels, Limit::AtMost;
+    skewed by channels, Limit::AtMost;
+    [auto] channel by channels, Limit::Below;
+}
 
 /// The fewest bits `scheme` takes ([`QuantConfig::bits_range`]): 2 symmetric, 1 asymmetric.
 /// The parser raises bits below it to it (a [`Repair::OutOfRange`] of the scheme's range),
@@ -1284,19 +1303,7 @@ impl Settings {
         }
         let said = |key: &str| every_key_given || given.iter().any(|g| g == key);
         // (a bound on a setting that is not a count, the channel shown, is the lab's: see BOUNDS)
-        for b in &BOUNDS {
-            let by = (b.of)(&s) as u64;
-            let limit = b.limit.of(by);
-            let Some(value) = (b.count)(&mut s) else {
-                continue;
-            };
-            if *value as u64 > limit {
-                if said(b.key) {
-                    p.warn(b.key, b.repair(*value as u64, by));
-                }
-                *value = usize::try_from(limit).unwrap_or(usize::MAX);
-            }
-        }
+        follow_bounds(&mut s, &mut p, &said);
         // The bits from the scheme's fewest (1 bit only asymmetric): out of the scheme's range,
         // a repair as any other.
         let least = least_bits(s.scheme);
