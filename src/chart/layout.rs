@@ -7,7 +7,6 @@
 
 use super::{ChartError, ChartStyle, PixelRect};
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -252,55 +251,6 @@ pub(crate) struct Axes<'a> {
     pub y_ticks: bool,
     /// Horizontal grid lines at the y ticks.
     pub y_grid: bool,
-}
-
-impl<'a> Axes<'a> {
-    /// Named axes with a scale on y (tick labels and grid lines), and tick labels on x when
-    /// `x_ticks`: the charts of a value against a position.
-    pub(crate) fn scaled(x_label: &'a str, y_label: &'a str, x_ticks: bool) -> Self {
-        Axes {
-            x_label,
-            y_label,
-            x_ticks,
-            y_ticks: true,
-            y_grid: true,
-        }
-    }
-
-    /// A named x axis (tick labels when `x_ticks`) over a y without a scale: the strips and
-    /// bands whose rows are named in the chart itself.
-    pub(crate) fn x_only(x_label: &'a str, x_ticks: bool) -> Self {
-        Axes {
-            x_label,
-            y_label: "",
-            x_ticks,
-            y_ticks: false,
-            y_grid: false,
-        }
-    }
-}
-
-/// [`axes`] over linear ranges: x over `x`, y from 0 to `top` (bottom to top), as every chart
-/// but the heatmaps has them.
-pub(crate) fn axes_from_zero<DB: DrawingBackend>(
-    body: &DrawingArea<DB, Shift>,
-    style: &ChartStyle,
-    x: std::ops::Range<f64>,
-    top: f64,
-    named: &Axes,
-    x_fmt: &dyn Fn(&f64) -> String,
-    y_fmt: &dyn Fn(&f64) -> String,
-) -> Result<Option<Plot<DB>>, ChartError> {
-    axes(
-        body,
-        style,
-        RangedCoordf64::from(x),
-        RangedCoordf64::from(0.0..top),
-        (0.0, top),
-        named,
-        x_fmt,
-        y_fmt,
-    )
 }
 
 /// The plotting area after the axes are drawn, in its own pixel space (`(0, 0)` top-left).

@@ -10,9 +10,10 @@ use super::{Labels, Pixels};
 use crate::lab::Lab;
 
 use crate::chart::layout::{
-    alpha, axes_from_zero, begin, draw_err, rect_of, tick_text, Axes, LegendItem, Mark,
+    alpha, axes, begin, draw_err, rect_of, tick_text, Axes, LegendItem, Mark,
 };
 use crate::chart::{ChartError, ChartStyle, PixelRect};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -241,12 +242,19 @@ pub fn budget_bar<DB: DrawingBackend>(
         }
     }
     let fx = |v: &f64| tick_text(*v, x_hi);
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..x_hi,
-        2.0,
-        &Axes::x_only(view.x_label, true),
+        RangedCoordf64::from(0.0..x_hi),
+        RangedCoordf64::from(0.0..2.0),
+        (0.0, 2.0),
+        &Axes {
+            x_label: view.x_label,
+            y_label: "",
+            x_ticks: true,
+            y_ticks: false,
+            y_grid: false,
+        },
         &fx,
         &|_: &f64| String::new(),
     )?

@@ -9,9 +9,10 @@ use crate::lab::Lab;
 
 use crate::chart::downsample::{pixel_buckets, state_runs};
 use crate::chart::layout::{
-    alpha, axes_from_zero, begin, dashed_path, draw_err, tick_text, Axes, LegendItem, Mark,
+    alpha, axes, begin, dashed_path, draw_err, tick_text, Axes, LegendItem, Mark,
 };
 use crate::chart::{ChartError, ChartStyle, PixelRect, StateLabels, TokenState};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -233,12 +234,19 @@ pub fn tradeoff<DB: DrawingBackend>(
             tick_text(*v, x_hi - 1.0)
         }
     };
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        x_lo..x_hi,
-        y_top,
-        &Axes::scaled(view.x_label, view.y_label, true),
+        RangedCoordf64::from(x_lo..x_hi),
+        RangedCoordf64::from(0.0..y_top),
+        (0.0, y_top),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: true,
+            y_ticks: true,
+            y_grid: true,
+        },
         &x_text,
         &|v: &f64| tick_text(*v, y_top),
     )?
@@ -337,12 +345,19 @@ pub fn policy_strips<DB: DrawingBackend>(
     let legend = view.legend.legend(style);
     let body = begin(root, style, view.title, &legend)?;
     let m = view.rows.len().max(1);
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..(n.max(1) as f64),
-        m as f64,
-        &Axes::x_only(view.x_label, n > 0),
+        RangedCoordf64::from(0.0..(n.max(1) as f64)),
+        RangedCoordf64::from(0.0..(m as f64)),
+        (0.0, m as f64),
+        &Axes {
+            x_label: view.x_label,
+            y_label: "",
+            x_ticks: n > 0,
+            y_ticks: false,
+            y_grid: false,
+        },
         &|v: &f64| tick_text(*v, n.max(1) as f64),
         &|_: &f64| String::new(),
     )?

@@ -4,12 +4,11 @@
 //! section 3b's trade-off on the attention.
 
 use super::{Labels, Pixels};
-use crate::chart::layout::{
-    axes_from_zero, begin, draw_err, headroom, index_text, tick_text, Axes,
-};
+use crate::chart::layout::{axes, begin, draw_err, headroom, index_text, tick_text, Axes};
 use crate::chart::{ChartError, ChartStyle};
 use crate::lab::{Lab, ModelView};
 use crate::render::compare::{tradeoff, TradeoffCurve, TradeoffView};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -109,12 +108,19 @@ pub fn draw_kl<DB: DrawingBackend>(
     let max = v.kl.iter().copied().fold(0.0f64, f64::max);
     let top = headroom(Some(max.max(1e-4)));
     let span = top;
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..t,
-        top,
-        &Axes::scaled(l.get("chart.kl.x"), l.get("chart.kl.y"), true),
+        RangedCoordf64::from(0.0..t),
+        RangedCoordf64::from(0.0..top),
+        (0.0, top),
+        &Axes {
+            x_label: l.get("chart.kl.x"),
+            y_label: l.get("chart.kl.y"),
+            x_ticks: true,
+            y_ticks: true,
+            y_grid: true,
+        },
         &|x| index_text(*x),
         &|y| tick_text(*y, span),
     )?

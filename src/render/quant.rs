@@ -15,11 +15,12 @@ use crate::lab::Lab;
 
 use crate::chart::downsample::{max_finite, pixel_buckets};
 use crate::chart::layout::{
-    alpha, axes_from_zero, begin, boxed_text, draw_err, headroom, index_text, tick_text,
-    usable_range, Axes, LegendItem, Mark, Plot,
+    alpha, axes, begin, boxed_text, draw_err, headroom, index_text, tick_text, usable_range, Axes,
+    LegendItem, Mark, Plot,
 };
 use crate::chart::{ChartError, ChartStyle, PixelRect};
 use crate::quant::{GroupError, RowError};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -338,12 +339,19 @@ pub fn quant_histogram<DB: DrawingBackend>(
 
     let fx = |v: &f64| tick_text(*v, hi - lo);
     let fy = |v: &f64| tick_text(*v, top);
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        lo..hi,
-        top,
-        &Axes::scaled(view.x_label, view.y_label, true),
+        RangedCoordf64::from(lo..hi),
+        RangedCoordf64::from(0.0..top),
+        (0.0, top),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: true,
+            y_ticks: true,
+            y_grid: true,
+        },
         &fx,
         &fy,
     )?
@@ -472,33 +480,6 @@ fn dashed_vline<DB: DrawingBackend>(
     Ok(())
 }
 
-/// The legend of a measured error against its bound (the error's mark and text, the
-/// bound's), with the alarm's mark when `alarm` (some value above its bound) says its text.
-fn error_legend<'a>(
-    style: &ChartStyle,
-    error: (Mark, &'a str),
-    bound: (Mark, &'a str),
-    alarm: Option<&'a str>,
-) -> Vec<LegendItem<'a>> {
-    let mut legend = vec![
-        LegendItem {
-            mark: error.0,
-            text: error.1,
-        },
-        LegendItem {
-            mark: bound.0,
-            text: bound.1,
-        },
-    ];
-    if let Some(text) = alarm {
-        legend.push(LegendItem {
-            mark: Mark::Box(alpha(style.alarm, 1.0)),
-            text,
-        });
-    }
-    legend
-}
-
 /// Per-group measured error against its bound (note §2.2: `|x - x_hat| <= scale/2`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupErrorView<'a> {
@@ -534,12 +515,23 @@ pub fn group_error_bars<DB: DrawingBackend>(
     style: &ChartStyle,
 ) -> Result<PixelRect, ChartError> {
     let above = |e: &GroupError| f64::from(e.max_abs) > e.limit;
-    let legend = error_legend(
-        style,
-        (Mark::Box(alpha(style.primary, 1.0)), view.error_label),
-        (Mark::Line(alpha(style.reference, 1.0)), view.bound_label),
-        view.errors.iter().any(above).then_some(view.alarm_label),
-    );
+    let any_alarm = view.errors.iter().any(above);
+    let mut legend = vec![
+        LegendItem {
+            mark: Mark::Box(alpha(style.primary, 1.0)),
+            text: view.error_label,
+        },
+        LegendItem {
+            mark: Mark::Line(alpha(style.reference, 1.0)),
+            text: view.bound_label,
+        },
+    ];
+    if any_alarm {
+        legend.push(LegendItem {
+            mark: Mark::Box(alpha(style.alarm, 1.0)),
+            text: view.alarm_label,
+        });
+    }
     let body = begin(root, style, view.title, &legend)?;
     let n = view.errors.len();
     let top = headroom(max_finite(
@@ -548,12 +540,19 @@ pub fn group_error_bars<DB: DrawingBackend>(
             .flat_map(|e| [f64::from(e.max_abs), f64::from(e.bound)]),
     ));
     let fy = |v: &f64| tick_text(*v, top);
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..n.max(1) as f64,
-        top,
-        &Axes::scaled(view.x_label, view.y_label, n > 0),
+        RangedCoordf64::from(0.0..n.max(1) as f64),
+        RangedCoordf64::from(0.0..top),
+        (0.0, top),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: n > 0,
+            y_ticks: true,
+            y_grid: true,
+        },
         &|v: &f64| index_text(*v),
         &fy,
     )?
@@ -687,24 +686,42 @@ pub fn row_error_vs_bound<DB: DrawingBackend>(
     style: &ChartStyle,
 ) -> Result<PixelRect, ChartError> {
     let above = |r: &RowError| r.sq_err > r.limit;
-    let legend = error_legend(
-        style,
-        (Mark::Line(alpha(style.primary, 1.0)), view.error_label),
-        (Mark::Box(alpha(style.reference, 0.25)), view.bound_label),
-        view.rows.iter().any(above).then_some(view.alarm_label),
-    );
+    let any_alarm = view.rows.iter().any(above);
+    let mut legend = vec![
+        LegendItem {
+            mark: Mark::Line(alpha(style.primary, 1.0)),
+            text: view.error_label,
+        },
+        LegendItem {
+            mark: Mark::Box(alpha(style.reference, 0.25)),
+            text: view.bound_label,
+        },
+    ];
+    if any_alarm {
+        legend.push(LegendItem {
+            mark: Mark::Box(alpha(style.alarm, 1.0)),
+            text: view.alarm_label,
+        });
+    }
     let body = begin(root, style, view.title, &legend)?;
     let n = view.rows.len();
     let top = headroom(max_finite(
         view.rows.iter().flat_map(|r| [r.sq_err, r.bound]),
     ));
     let fy = |v: &f64| tick_text(*v, top);
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..n.max(1) as f64,
-        top,
-        &Axes::scaled(view.x_label, view.y_label, n > 0),
+        RangedCoordf64::from(0.0..n.max(1) as f64),
+        RangedCoordf64::from(0.0..top),
+        (0.0, top),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: n > 0,
+            y_ticks: true,
+            y_grid: true,
+        },
         &|v: &f64| index_text(*v),
         &fy,
     )?

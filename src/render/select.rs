@@ -15,10 +15,11 @@ use crate::state::Method;
 use crate::chart::downsample::{max_finite, pixel_buckets, state_runs, top_state};
 use crate::chart::layout::runs;
 use crate::chart::layout::{
-    alpha, axes_from_zero, begin, dashed_hline, draw_err, headroom, index_text, tick_text, Axes,
-    LegendItem, Mark,
+    alpha, axes, begin, dashed_hline, draw_err, headroom, index_text, tick_text, Axes, LegendItem,
+    Mark,
 };
 use crate::chart::{ChartError, ChartStyle, PixelRect, TokenState};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -410,12 +411,19 @@ pub fn score_bars<DB: DrawingBackend>(
         view.scores.iter().map(|&s| f64::from(s)).chain(threshold),
     ));
     let fy = |v: &f64| tick_text(*v, top);
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..n.max(1) as f64,
-        top,
-        &Axes::scaled(view.x_label, view.y_label, n > 0),
+        RangedCoordf64::from(0.0..n.max(1) as f64),
+        RangedCoordf64::from(0.0..top),
+        (0.0, top),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: n > 0,
+            y_ticks: true,
+            y_grid: true,
+        },
         &|v: &f64| index_text(*v),
         &fy,
     )?
@@ -546,12 +554,19 @@ pub fn token_strip<DB: DrawingBackend>(
     let n = view.states.len();
     let legend = view.legend.legend(style);
     let body = begin(root, style, view.title, &legend)?;
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..n.max(1) as f64,
-        1.0,
-        &Axes::x_only(view.x_label, n > 0),
+        RangedCoordf64::from(0.0..n.max(1) as f64),
+        RangedCoordf64::from(0.0..1.0),
+        (0.0, 1.0),
+        &Axes {
+            x_label: view.x_label,
+            y_label: "",
+            x_ticks: n > 0,
+            y_ticks: false,
+            y_grid: false,
+        },
         &|v: &f64| index_text(*v),
         &|_: &f64| String::new(),
     )?
@@ -614,12 +629,19 @@ pub fn mass_retained<DB: DrawingBackend>(
     }
     let body = begin(root, style, view.title, &legend)?;
     let x_hi = (n.saturating_sub(1)).max(1) as f64;
-    let Some(plot) = axes_from_zero(
+    let Some(plot) = axes(
         &body,
         style,
-        0.0..x_hi,
-        1.0,
-        &Axes::scaled(view.x_label, view.y_label, n > 0),
+        RangedCoordf64::from(0.0..x_hi),
+        RangedCoordf64::from(0.0..1.0),
+        (0.0, 1.0),
+        &Axes {
+            x_label: view.x_label,
+            y_label: view.y_label,
+            x_ticks: n > 0,
+            y_ticks: true,
+            y_grid: true,
+        },
         &|v: &f64| index_text(*v),
         &|v: &f64| tick_text(*v, 1.0),
     )?
