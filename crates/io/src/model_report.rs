@@ -327,6 +327,21 @@ pub fn sweep_budgets(p: usize) -> Vec<usize> {
     out
 }
 
+/// `keep` at a budget of `budget`: StreamingLLM's sinks are part of its budget, so at a smaller
+/// `B` all of it is sinks (as the page's own controls cap them); other rules are unchanged.
+pub fn at_budget(keep: Keep, budget: usize) -> Keep {
+    match keep {
+        Keep::Policy {
+            policy: Policy::StreamingLlm { sinks },
+        } => Keep::Policy {
+            policy: Policy::StreamingLlm {
+                sinks: sinks.min(budget),
+            },
+        },
+        keep => keep,
+    }
+}
+
 /// `spec`'s policy at `budget` on the run of `tokens`: one point of its trade-off curve.
 /// StreamingLLM's sinks are part of its budget: at a smaller `B`, all of it (as the page's own
 /// controls cap them).
@@ -337,16 +352,7 @@ pub fn sweep_point(
     spec: &CacheSpec,
     budget: usize,
 ) -> Result<SweepPoint, EvalError> {
-    let keep = match spec.keep {
-        Keep::Policy {
-            policy: Policy::StreamingLlm { sinks },
-        } => Keep::Policy {
-            policy: Policy::StreamingLlm {
-                sinks: sinks.min(budget),
-            },
-        },
-        keep => keep,
-    };
+    let keep = at_budget(spec.keep, budget);
     let q = quality(
         lm,
         run,

@@ -3,15 +3,14 @@
 //! and each policy's accuracy on a fixed set of built-in cases against the cache's
 //! `R_overall`, a case and a policy at a time.
 
-use kvlab_core::lm::compress::{CacheSpec, EvalError, Keep};
+use kvlab_core::lm::compress::{CacheSpec, EvalError};
 use kvlab_core::lm::needle::{answer, Answer, Asked};
 use kvlab_core::lm::tasks::{self, Case};
 use kvlab_core::lm::{Lm, LmRun};
-use kvlab_core::policy::Policy;
 use kvlab_core::rng::Xoshiro256;
 use serde::Serialize;
 
-use crate::model_report::Named;
+use crate::model_report::{at_budget, Named};
 
 /// The built-in cases' seed: neither the trainer's streams nor the tests'.
 pub const NEEDLE_SEED: u64 = 0x6e65_6564_6c65;
@@ -140,16 +139,7 @@ pub fn needle_row(
         .chain([prefill]);
     budgets
         .map(|budget| {
-            let keep = match spec.keep {
-                Keep::Policy {
-                    policy: Policy::StreamingLlm { sinks },
-                } => Keep::Policy {
-                    policy: Policy::StreamingLlm {
-                        sinks: sinks.min(budget),
-                    },
-                },
-                keep => keep,
-            };
+            let keep = at_budget(spec.keep, budget);
             let a = answer(
                 lm,
                 run,
