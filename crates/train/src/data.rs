@@ -101,12 +101,7 @@ impl Mixture {
             }
             Mixture::Induction => {
                 let mut w = tasks::letters(rng, t);
-                for _ in 0..1 + rng.below(2) {
-                    let len = (16 + rng.below(81) as usize).min(t / 2);
-                    let from = rng.below((t - 2 * len + 1) as u64) as usize;
-                    let to = from + len + rng.below((t - from - 2 * len + 1) as u64) as usize;
-                    w.copy_within(from..from + len, to);
-                }
+                repeat_spans(&mut w, rng, 16..97);
                 w
             }
             Mixture::Repeats => {
@@ -221,13 +216,21 @@ fn symbols_window(rng: &mut Xoshiro256, t: usize) -> Vec<u8> {
     let mut w: Vec<u8> = (0..t)
         .map(|_| SYMBOLS[rng.below(SYMBOLS.len() as u64) as usize])
         .collect();
+    repeat_spans(&mut w, rng, 8..65);
+    w
+}
+
+/// One or two spans of `w`, each of a length drawn from `lens` (at most half the window),
+/// copied over a later place of `w`: a copy a model can predict only by matching what it
+/// reads.
+fn repeat_spans(w: &mut [u8], rng: &mut Xoshiro256, lens: std::ops::Range<usize>) {
+    let t = w.len();
     for _ in 0..1 + rng.below(2) {
-        let len = (8 + rng.below(57) as usize).min(t / 2);
+        let len = (lens.start + rng.below((lens.end - lens.start) as u64) as usize).min(t / 2);
         let from = rng.below((t - 2 * len + 1) as u64) as usize;
         let to = from + len + rng.below((t - from - 2 * len + 1) as u64) as usize;
         w.copy_within(from..from + len, to);
     }
-    w
 }
 
 /// Four to six names with their numbers (" Kotali 4817."), then pairs drawn from that list
