@@ -438,6 +438,38 @@ mod web {
     pub struct Model {
         lm: kvlab_core::lm::Lm,
         last: Option<(String, Vec<u8>, Option<String>, kvlab_core::lm::LmRun)>,
+        /// The learner's fact case and its forward ([`Model::needle`]).
+        needle: Option<(kvlab_core::lm::tasks::Case, kvlab_core::lm::LmRun)>,
+        /// The accuracy chart's built-in cases, each run when first asked for.
+        builtin: Vec<(kvlab_core::lm::tasks::Case, Option<kvlab_core::lm::LmRun>)>,
+    }
+
+    /// A case as the page draws it: its text, the fact's bytes, where the question starts and
+    /// the answer's bytes (byte offsets of `text`).
+    #[derive(serde::Serialize)]
+    struct CaseView {
+        text: String,
+        fact: [usize; 2],
+        asked: usize,
+        answer: [usize; 2],
+        /// The longest distance this fact and question allow.
+        most: usize,
+    }
+
+    /// One case of one accuracy curve, for [`Model::needle_point`].
+    #[derive(serde::Serialize)]
+    struct NeedleCurveCase {
+        name: &'static str,
+        cases: usize,
+        points: Vec<kvlab_io::needle_report::NeedlePoint>,
+    }
+
+    fn asked(before: bool) -> kvlab_core::lm::needle::Asked {
+        if before {
+            kvlab_core::lm::needle::Asked::Before
+        } else {
+            kvlab_core::lm::needle::Asked::After
+        }
     }
 
     /// A report as JSON text (the engine parses it), or its refusal as the model's error.
@@ -457,6 +489,26 @@ mod web {
         error: Option<String>,
     }
 
+    /// What the page's settings (as JSON) ask of the model.
+    fn specs_of(settings: &str) -> Result<kvlab::lab::ModelSpecs, JsValue> {
+        let settings: kvlab::state::Settings = serde_json::from_str(settings)
+            .map_err(|e| error("model", &format!("the page's settings: {e}")))?;
+        Ok(kvlab::lab::model_specs(&settings))
+    }
+
+    /// A fact the needle test cannot ask, with its fields (`refusal`: `{kind, ...}`,
+    /// `refusalOf: "needle"`) for the page to word in its language.
+    fn needle_error(e: &kvlab_io::needle_report::NeedleError) -> JsValue {
+        let out = error("needle", &e.to_string());
+        if let Ok(fields) = serde_json::to_string(e) {
+            if let Ok(fields) = js_sys::JSON::parse(&fields) {
+                let _ = js_sys::Reflect::set(&out, &"refusal".into(), &fields);
+                let _ = js_sys::Reflect::set(&out, &"refusalOf".into(), &"needle".into());
+            }
+        }
+        out
+    }
+
     fn model_error(e: &kvlab_io::lm::ModelError) -> JsValue {
         error("model", &e.to_string())
     }
@@ -468,7 +520,12 @@ mod web {
         pub fn new(card: &str, weights: &[u8]) -> Result<Model, JsValue> {
             let card = kvlab_io::lm::card(card).map_err(|e| model_error(&e))?;
             let lm = kvlab_io::lm::load(&card, weights).map_err(|e| model_error(&e))?;
-            Ok(Model { lm, last: None })
+            Ok(Model {
+                lm,
+                last: None,
+                needle: None,
+                builtin: Vec::new(),
+            })
         }
 
         /// Its layers.
@@ -637,6 +694,129 @@ mod web {
             json(r)
         }
 
+        /// Builds the learner's fact (`key` is `value`, asked `distance` bytes of `text` later,
+        /// the prompt the model's whole context) and runs the model on it, for
+        /// [`Model::needle_answers`]: the case as JSON (`{text, fact, asked, answer}`), or a
+        /// refusal in words naming the value and what is allowed.
+        pub fn needle(
+            &mut self,
+            key: &str,
+            value: &str,
+            distance: usize,
+            text: &str,
+        ) -> Result<String, JsValue> {
+            let len = self.lm.config().context - 1;
+            let case =
+                kvlab_io::needle_report::learner_case(text.as_bytes(), key, value, distance, len)
+                    .map_err(|e| needle_error(&e))?;
+            let run = self
+                .lm
+                .forward(&kvlab_core::lm::needle::tokens(&case))
+                .map_err(|e| error("model", &e.to_string()))?;
+            let view = CaseView {
+                text: String::from_utf8_lossy(&case.bytes).into_owned(),
+                fact: [case.source.start, case.source.end],
+                asked: case.asked,
+                answer: [case.answer.start, case.answer.end],
+                most: kvlab_io::needle_report::longest_distance(key, value, len),
+            };
+            self.needle = Some((case, run));
+            json(Ok::<_, String>(view))
+        }
+
+        /// A new fact for the learner: a made-up name and a 4-digit number, of the kind the
+        /// model was trained on, from a stream (`seed`) that neither the trainer nor the
+        /// built-in cases draw from, as JSON `[name, number]`.
+        pub fn needle_draw(seed: u32) -> String {
+            let mut rng = kvlab_core::rng::Xoshiro256::stream(
+                kvlab_io::needle_report::NEEDLE_SEED,
+                2 + u64::from(seed),
+            );
+            let key = kvlab_core::lm::tasks::draw_key(&mut rng);
+            let value = kvlab_core::lm::tasks::draw_value(&mut rng);
+            serde_json::to_string(&[key, value]).unwrap_or_default()
+        }
+
+        /// The answers of the full cache and of every policy of section 5's table (at the
+        /// page's `B` and quantization) to the learner's fact, the question read before the
+        /// compression (`before`) or after it, as JSON
+        /// ([`kvlab_io::needle_report::NeedleAnswer`]s).
+        pub fn needle_answers(&self, settings: &str, before: bool) -> Result<String, JsValue> {
+            let Some((case, run)) = &self.needle else {
+                return Err(error("needle", "no fact has been asked yet"));
+            };
+            let specs = specs_of(settings)?;
+            let named: Vec<_> = specs
+                .policies
+                .iter()
+                .filter(|n| matches!(n.spec.keep, kvlab_core::lm::compress::Keep::Policy { .. }))
+                .map(|n| (n.name, &n.spec))
+                .collect();
+            json(kvlab_io::needle_report::needle_answers(
+                &self.lm,
+                run,
+                case,
+                &named,
+                Some(&specs.kivi),
+                asked(before),
+            ))
+        }
+
+        /// Case `case` of the accuracy chart's curve `index` (the policies of section 5's
+        /// table with a budget, in its order) on the built-in cases, their text from `text`
+        /// (the held-out slice): the case's points over the budgets, as JSON `{name, cases,
+        /// points}`; `null` past the last curve. One case of one policy a request, so that a
+        /// change of the controls waits behind one at most.
+        pub fn needle_point(
+            &mut self,
+            settings: &str,
+            text: &str,
+            index: usize,
+            case: usize,
+            before: bool,
+        ) -> Result<String, JsValue> {
+            if self.builtin.is_empty() {
+                self.builtin = kvlab_io::needle_report::needle_cases(text.as_bytes())
+                    .into_iter()
+                    .map(|c| (c, None))
+                    .collect();
+            }
+            let specs = specs_of(settings)?;
+            let Some(named) = specs
+                .policies
+                .iter()
+                .filter(|n| matches!(n.spec.keep, kvlab_core::lm::compress::Keep::Policy { .. }))
+                .nth(index)
+            else {
+                return Ok("null".into());
+            };
+            let cases = self.builtin.len();
+            let Some((c, run)) = self.builtin.get_mut(case) else {
+                return Err(error(
+                    "needle",
+                    &format!("no case {case}: the chart has {cases}"),
+                ));
+            };
+            if run.is_none() {
+                let r = self
+                    .lm
+                    .forward(&kvlab_core::lm::needle::tokens(c))
+                    .map_err(|e| error("model", &e.to_string()))?;
+                *run = Some(r);
+            }
+            let Some(run) = run.as_ref() else {
+                return Err(error("model", "the case did not run"));
+            };
+            let points =
+                kvlab_io::needle_report::needle_row(&self.lm, run, c, &named.spec, asked(before))
+                    .map_err(|e| error("model", &e.to_string()))?;
+            json(Ok::<_, String>(NeedleCurveCase {
+                name: named.name,
+                cases,
+                points,
+            }))
+        }
+
         /// The model, its last run and tokens, and what `settings` (the page's, as JSON) ask.
         #[allow(clippy::type_complexity)]
         fn measured(
@@ -654,9 +834,7 @@ mod web {
             let Some((_, tokens, _, run)) = &self.last else {
                 return Err(error("model", "the model has not run"));
             };
-            let settings: kvlab::state::Settings = serde_json::from_str(settings)
-                .map_err(|e| error("model", &format!("the page's settings: {e}")))?;
-            Ok((&self.lm, run, tokens, kvlab::lab::model_specs(&settings)))
+            Ok((&self.lm, run, tokens, specs_of(settings)?))
         }
 
         /// Runs `prompt` (again only when it changed) and gives layer `layer`, head `head`

@@ -4,7 +4,8 @@
 //! `R_overall`, a case and a policy at a time.
 
 use kvlab_core::lm::compress::{CacheSpec, EvalError};
-use kvlab_core::lm::needle::{answer, Answer, Asked};
+use kvlab_core::kivi::KiviConfig;
+use kvlab_core::lm::needle::{answer, answer_kivi, Answer, Asked};
 use kvlab_core::lm::tasks::{self, Case};
 use kvlab_core::lm::{Lm, LmRun};
 use kvlab_core::rng::Xoshiro256;
@@ -55,6 +56,10 @@ pub struct NeedleAnswer {
     pub r_overall: f64,
     /// The share of heads that kept every byte of the fact's value.
     pub kept_value: f64,
+    /// Per byte of the compressed prefill (the BOS left out), the percentage of heads that
+    /// kept it: the page's strip. Bytes past it (the question read after the compression)
+    /// were never compressed.
+    pub kept: Vec<u8>,
 }
 
 fn report(name: &str, case: &Case, a: &Answer) -> NeedleAnswer {
@@ -66,6 +71,22 @@ fn report(name: &str, case: &Case, a: &Answer) -> NeedleAnswer {
         .flatten()
         .filter(|k| value.clone().all(|t| k.binary_search(&t).is_ok()))
         .count();
+    let mut counts = vec![0usize; a.prefill];
+    for k in a.kept.iter().flatten().flatten() {
+        if let Some(c) = counts.get_mut(*k) {
+            *c += 1;
+        }
+    }
+    let kept = counts
+        .iter()
+        .skip(1)
+        // (whole percents: 0 only where no head kept it, 100 only where every head did)
+        .map(|&c| match c {
+            0 => 0,
+            c if c >= heads => 100,
+            c => ((100 * c + heads / 2) / heads).clamp(1, 99) as u8,
+        })
+        .collect();
     NeedleAnswer {
         name: name.to_string(),
         said: String::from_utf8_lossy(&a.bytes).into_owned(),
@@ -73,6 +94,7 @@ fn report(name: &str, case: &Case, a: &Answer) -> NeedleAnswer {
         correct: a.correct(),
         r_overall: a.r_overall(),
         kept_value: keeping as f64 / heads as f64,
+        kept,
     }
 }
 
@@ -86,13 +108,14 @@ fn value_tokens(case: &Case) -> std::ops::Range<usize> {
     at + 1..at + 1 + value.len()
 }
 
-/// The answers of the full cache and of every compression of `policies` to `case`, whose
-/// full forward ([`kvlab_core::lm::needle::tokens`]) is `run`.
+/// The answers of the full cache, of every compression of `policies` and of KIVI with `kivi`
+/// (named `kivi`) to `case`, whose full forward ([`kvlab_core::lm::needle::tokens`]) is `run`.
 pub fn needle_answers(
     lm: &Lm,
     run: &LmRun,
     case: &Case,
     policies: &[Named<'_>],
+    kivi: Option<&KiviConfig>,
     asked: Asked,
 ) -> Result<Vec<NeedleAnswer>, EvalError> {
     let mut out = vec![report("full", case, &answer(lm, run, case, None, asked)?)];
@@ -101,6 +124,13 @@ pub fn needle_answers(
             name,
             case,
             &answer(lm, run, case, Some(spec), asked)?,
+        ));
+    }
+    if let Some(kivi) = kivi {
+        out.push(report(
+            "kivi",
+            case,
+            &answer_kivi(lm, run, case, kivi, asked)?,
         ));
     }
     Ok(out)
@@ -207,6 +237,8 @@ mod tests {
             "the fact, 240 bytes of text and the question need 286 bytes; the model reads 255: \
              a distance of at most 209 fits"
         );
+        assert_eq!(longest_distance("Ann", "7", 255), 209);
+        assert!(learner_case(&text, "Ann", "7", 209, 255).is_ok());
         assert_eq!(
             e("Ann", "7", 100, &text[..50]),
             "the text has 50 bytes; the case needs 209 around the fact: give more text"
@@ -214,8 +246,10 @@ mod tests {
     }
 }
 
-/// Why the learner's fact cannot be asked (each names the value and what is allowed).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why the learner's fact cannot be asked (each names the value and what is allowed). Its
+/// fields go to the page as `{kind, ...}` (camelCase), which words them in its language.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
 pub enum NeedleError {
     /// An empty name or value.
     #[error("the {what} is empty: type one (a name like \"Tobeka\", a number like \"4817\")")]
@@ -284,10 +318,7 @@ pub fn learner_case(
         }
     }
     let (key, value) = (key.trim(), value.trim());
-    let fixed = tasks::fill(tasks::FACT, key, value).len() + 1 + {
-        let (q, a) = tasks::question(key, value);
-        q.len() + a.len()
-    };
+    let fixed = fixed_bytes(key, value);
     let need = fixed + distance;
     if need > len {
         return Err(NeedleError::Long {
@@ -302,4 +333,16 @@ pub fn learner_case(
         have: text.len(),
         need: room,
     })
+}
+
+/// The bytes of a case that are not filler: the fact, its space, the question and the answer.
+fn fixed_bytes(key: &str, value: &str) -> usize {
+    let (q, a) = tasks::question(key, value);
+    tasks::fill(tasks::FACT, key, value).len() + 1 + q.len() + a.len()
+}
+
+/// The longest distance between the fact `key` is `value` and its question that a prompt of
+/// `len` bytes holds (the page's distance slider ends there).
+pub fn longest_distance(key: &str, value: &str, len: usize) -> usize {
+    len.saturating_sub(fixed_bytes(key.trim(), value.trim()))
 }

@@ -434,6 +434,41 @@ fn the_needle_test_snapkv_finds_the_fact_only_when_it_has_read_the_question() {
     ));
     assert_eq!((full.as_str(), snap.as_str()), ("2026", "2026"));
     assert_ne!(win, "2026");
+    // (KIVI-2: 2 bits, groups of 32; a residual of 32, so that the fact is quantized)
+    let kivi = kvlab_core::kivi::KiviConfig {
+        residual: 32,
+        ..Default::default()
+    };
+    // the page's strip: the share of heads keeping each prefill byte, the fact's value kept by
+    // SnapKV's heads and by none of the window's
+    let answers = kvlab_io::needle_report::needle_answers(
+        &lm,
+        &run,
+        &own,
+        &[("snapkv", &snapkv), ("window-only", &recent)],
+        Some(&kivi),
+        Asked::Before,
+    )
+    .expect("answers");
+    let value = {
+        let fact = &own.bytes[own.source.clone()];
+        let at = fact.windows(4).position(|w| w == b"2026").expect("in the fact");
+        own.source.start + at..own.source.start + at + 4
+    };
+    for a in &answers {
+        assert_eq!(a.kept.len(), own.answer.start, "{}: a share per prompt byte", a.name);
+    }
+    let [full, snap, win, kv] = [0, 1, 2, 3].map(|i| &answers[i]);
+    // KIVI keeps every token (its bits are what it spends): the answer of the full cache here
+    assert_eq!((kv.name.as_str(), kv.said.as_str()), ("kivi", "2026"));
+    assert!(kv.kept.iter().all(|&k| k == 100) && kv.r_overall > 1.0);
+    assert!(full.kept.iter().all(|&k| k == 100), "the full cache keeps every byte");
+    assert!(snap.kept[value.clone()].iter().all(|&k| k > 0), "{:?}", &snap.kept[value.clone()]);
+    assert!(win.kept[value.clone()].iter().all(|&k| k == 0));
+    assert_eq!(win.kept.iter().filter(|&&k| k == 100).count(), 32, "the window: its last B bytes");
+    assert!(win.kept[win.kept.len() - 32..].iter().all(|&k| k == 100));
+    assert_eq!(win.kept_value, 0.0);
+    assert!(snap.kept_value > 0.0);
 }
 
 /// Section 5's accuracy chart on its built-in cases (`kvlab_io::needle_report`): each

@@ -524,7 +524,17 @@ pub fn kivi_quality(
     kivi: &KiviConfig,
 ) -> Result<Quality, EvalError> {
     let protocol = protocol_of(run, tokens)?;
-    let p = protocol.prefill;
+    let (compressed, bytes) = kivi_compress(run, protocol.prefill, kivi)?;
+    evaluate(lm, run, tokens, protocol, compressed, bytes)
+}
+
+/// KIVI's cache of `run`'s first `p` tokens (as [`kivi_quality`] says) and its bytes,
+/// compressed and in fp16.
+pub fn kivi_compress(
+    run: &LmRun,
+    p: usize,
+    kivi: &KiviConfig,
+) -> Result<(Compressed, (u64, u64)), EvalError> {
     let full = compress(run, p, &CacheSpec::full())?;
     let hd = full.cache.head_dim;
     let cfg = KiviConfig {
@@ -548,7 +558,7 @@ pub fn kivi_quality(
         cache,
         kept: full.kept,
     };
-    evaluate(lm, run, tokens, protocol, compressed, (b.m_final, b.m_fp))
+    Ok((compressed, (b.m_final, b.m_fp)))
 }
 
 /// The first `n` rows of `rows` (`hd` wide) quantized with `q` and de-quantized, in place.

@@ -13,7 +13,8 @@
 //! the attention of every position after the prefill, the true answer's included: what it
 //! knows that no policy can.
 
-use super::compress::{cache_bytes, compress, CacheSpec, EvalError};
+use super::compress::{cache_bytes, compress, kivi_compress, CacheSpec, Compressed, EvalError};
+use crate::kivi::KiviConfig;
 use super::tasks::Case;
 use super::{Lm, LmRun};
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,35 @@ pub fn answer(
     spec: Option<&CacheSpec>,
     asked: Asked,
 ) -> Result<Answer, EvalError> {
+    let full = CacheSpec::full();
+    let spec = spec.unwrap_or(&full);
+    answer_with(lm, run, case, asked, |prefill| {
+        let compressed = compress(run, prefill, spec)?;
+        let bytes = cache_bytes(run, prefill, spec, &compressed.kept)?;
+        Ok((compressed, bytes))
+    })
+}
+
+/// The answer of KIVI's cache (every token kept, quantized as
+/// [`super::compress::kivi_quality`] says) to `case`, as [`answer`].
+pub fn answer_kivi(
+    lm: &Lm,
+    run: &LmRun,
+    case: &Case,
+    kivi: &KiviConfig,
+    asked: Asked,
+) -> Result<Answer, EvalError> {
+    answer_with(lm, run, case, asked, |prefill| kivi_compress(run, prefill, kivi))
+}
+
+/// The answer of the cache `compress` makes of the prefill (given its length) to `case`.
+fn answer_with(
+    lm: &Lm,
+    run: &LmRun,
+    case: &Case,
+    asked: Asked,
+    compress: impl FnOnce(usize) -> Result<(Compressed, (u64, u64)), EvalError>,
+) -> Result<Answer, EvalError> {
     let tokens = tokens(case);
     if run.logits.rows() != tokens.len() {
         return Err(EvalError::Mismatch {
@@ -87,10 +117,7 @@ pub fn answer(
         Asked::Before => prompt,
         Asked::After => (case.asked + 1).min(prompt),
     };
-    let full = CacheSpec::full();
-    let spec = spec.unwrap_or(&full);
-    let compressed = compress(run, prefill, spec)?;
-    let bytes_of = cache_bytes(run, prefill, spec, &compressed.kept)?;
+    let (compressed, bytes_of) = compress(prefill)?;
     let mut cache = compressed.cache;
     let mut logits = if prefill == prompt {
         run.logits.row(prompt - 1).unwrap_or(&[]).to_vec()
