@@ -13,9 +13,10 @@
 // (`pkg-upload/`, the `upload/` crate), fetched on the first upload (`uploadsModule`): most
 // visits never upload a file, and the readers are a fifth of the code.
 
-import { uploadsModule, theModel, loadedModel } from './wasm.js';
+import { uploadsModule, theModel, loadedModel, heldout } from './wasm.js';
 import { plainError, asQuery, choiceArgs, epochNow } from './engine/values.js';
 import { modelSweep } from './engine/sweep.js';
+import { needleSweep } from './engine/needle.js';
 import { COMPARISON_CHARTS } from './fields.js';
 
 // (the worker's and the page's fallback's way in: one module to load)
@@ -60,14 +61,24 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       page.useModelView(tokens, prefill, Float64Array.from(quality.kl), Float32Array.from(quality.marks),
         quality.bytesFull / Math.max(1, quality.bytes));
       sweep.sync(current);
-      return { quality, ms: now() - t0 };
+      // (the learner's fact answered with the headline: what section 5 shows first)
+      const needle = needleBefore === null ? undefined : answers();
+      return { quality, needle, ms: now() - t0 };
     } catch (e) {
       return { error: plainError(e) };
     }
   }
 
-  // The model's trade-off curves measured so far (engine/sweep.js).
+  // The model's trade-off curves measured so far (engine/sweep.js), and the needle test's
+  // accuracy (engine/needle.js).
   const sweep = modelSweep(() => page, () => modelShown?.prompt);
+  const accuracy = needleSweep(() => page);
+  // The learner's fact, once asked (`Model.needle`: the upload module keeps it): whether its
+  // question is read before the compression; null before the first.
+  let needleBefore = null;
+
+  /** Every cache's answer to the learner's fact at the current settings (`Model.needle_answers`). */
+  const answers = () => JSON.parse(loadedModel.needle_answers(JSON.stringify(page.settings()), needleBefore));
 
   /**
    * Draws `charts` with the page's labels/theme; returns `{name: ms}`. While the comparison is
@@ -294,6 +305,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         modelShown = { layer, head, prompt };
         // (the curves belong to the page module's data, which this replaced)
         sweep.reset();
+        accuracy.reset();
         // (as `update`: section 5 off screen, its quality waits for the catch-up)
         return measure ? { ...adopted, model: measureModel() } : { ...adopted, modelSkipped: true };
       });
@@ -307,9 +319,10 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * runs of the model: the page asks for them one by one once the controls rest, so a change
      * never waits behind all of them.
      */
-    modelPart: ({ part }) => {
+    modelPart: async ({ part }) => {
       if (!modelShown || !loadedModel) return null;
       if (part === 'sweep') return sweep.part(loadedModel);
+      if (part === 'accuracy') return accuracy.part(loadedModel, await heldout(), needleBefore ?? true);
       const settings = JSON.stringify(page.settings());
       const { layer, head } = modelShown;
       const run = {
@@ -318,7 +331,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         levers: () => loadedModel.levers(settings),
         allocation: () => loadedModel.allocation(settings, layer, head),
       }[part];
-      if (!run) throw new Error(`no model part '${part}': text, policies, levers, allocation or sweep`);
+      if (!run) throw new Error(`no model part '${part}': text, policies, levers, allocation, sweep or accuracy`);
       const t0 = now();
       try {
         return { Ok: JSON.parse(run()), ms: now() - t0 };
@@ -326,6 +339,23 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         return { Err: e?.message ?? String(e), ms: now() - t0 };
       }
     },
+    /**
+     * `{key, value, distance, before}`: the learner's fact (`key` is `value`, asked `distance`
+     * bytes of the held-out text later) built and run by the model, and every cache's answer
+     * at the current settings, the question read before the compression or after it:
+     * `{case: {text, fact, asked, answer, most}, answers, ms}`. A fact that cannot be asked is
+     * refused with its fields (`refusalOf: 'needle'`), the last one asked kept.
+     */
+    needle: async ({ id, key, value, distance, before }) => {
+      const model = await theModel((stage) => post({ id, progress: stage }));
+      const text = await heldout();
+      const t0 = now();
+      const c = JSON.parse(model.needle(key, value, distance, text));
+      needleBefore = Boolean(before);
+      return { case: c, answers: answers(), ms: now() - t0 };
+    },
+    /** `{seed}`: a new fact to ask, `[name, number]` (`Model.needle_draw`). */
+    needleDraw: async ({ seed }) => JSON.parse((await theModel()).constructor.needle_draw(seed)),
     /** `{size}`: every head's attention of the model's last run, pooled (`Model.thumbnails`). */
     modelHeads: async ({ size }) => {
       const model = await theModel();

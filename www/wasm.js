@@ -122,3 +122,20 @@ export function theModel(progress = () => {}) {
   }
   return modelPromise;
 }
+
+/**
+ * The held-out text beside the model (`model/heldout.txt`: King James verses the trainer never
+ * read), the needle test's filler: fetched on its first use.
+ */
+let heldoutPromise = null;
+export function heldout() {
+  heldoutPromise ??= (async () => {
+    const r = await fetch(new URL('./model/heldout.txt', import.meta.url));
+    if (!r.ok) {
+      heldoutPromise = null;
+      throw Object.assign(new Error(`model/heldout.txt: HTTP ${r.status}`), { field: 'model' });
+    }
+    return r.text();
+  })();
+  return heldoutPromise;
+}

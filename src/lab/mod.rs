@@ -210,8 +210,9 @@ pub struct Lab {
     levers: (LeverKey, LeverErrors),
     /// Section 5's measurements of the real model, with the data they were made on.
     model: Option<(u64, ModelView)>,
-    /// The model's trade-off curves, with the data they were measured on.
-    model_sweep: Option<(u64, Vec<ModelCurve>)>,
+    /// The model's curves against `R_overall` ([`Lab::model_sweep`]: its KL, its facts
+    /// recalled), each with the data it was measured on.
+    model_sweep: [Option<(u64, Vec<ModelCurve>)>; 2],
 }
 
 /// A policy evaluation of the data itself that failed (it cannot on data the lab accepted:
@@ -396,7 +397,7 @@ impl Lab {
             kivi_pending: staged,
             levers: (lever_key, lever_errors),
             model: None,
-            model_sweep: None,
+            model_sweep: [None, None],
         })
     }
 

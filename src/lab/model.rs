@@ -129,13 +129,25 @@ impl ModelView {
     }
 }
 
-/// One policy's trade-off curve on the model: `(R_overall, mean KL)` over budgets.
+/// One policy's curve on the model against the prefill cache's `R_overall`: `(R_overall,
+/// mean KL)` over budgets on the trade-off, `(R_overall, share of facts recalled)` on the
+/// needle test's accuracy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelCurve {
-    /// The policy's name ([`Policy::name`] or `window-only`).
+    /// The policy's name ([`Policy::name`] or `window-only`); on the accuracy, `full` (the
+    /// full cache's level) and `current` (the current setting, one point) too.
     pub name: String,
-    /// `(R_overall, KL)`, one per budget.
+    /// `(R_overall, y)`, one per budget.
     pub points: Vec<(f64, f64)>,
+}
+
+/// Which of the model's curves ([`Lab::set_model_sweep`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelCurves {
+    /// Mean KL (section 3b's `model-tradeoff`).
+    Kl = 0,
+    /// Facts recalled (section 5's `needle`).
+    Facts = 1,
 }
 
 impl Lab {
@@ -144,15 +156,15 @@ impl Lab {
         self.model = Some((self.data_id(), view));
     }
 
-    /// Takes the model's trade-off curves measured so far for the current data and settings
-    /// (the upload module's sweep, a policy at a time; none: not measured yet).
-    pub fn set_model_sweep(&mut self, curves: Vec<ModelCurve>) {
-        self.model_sweep = Some((self.data_id(), curves));
+    /// Takes the model's curves `which` measured so far for the current data and settings
+    /// (the upload module's, a policy at a time; none: not measured yet).
+    pub fn set_model_sweep(&mut self, which: ModelCurves, curves: Vec<ModelCurve>) {
+        self.model_sweep[which as usize] = Some((self.data_id(), curves));
     }
 
-    /// The model's trade-off curves, while they belong to the data in use.
-    pub fn model_sweep(&self) -> &[ModelCurve] {
-        match &self.model_sweep {
+    /// The model's curves `which`, while they belong to the data in use.
+    pub fn model_sweep(&self, which: ModelCurves) -> &[ModelCurve] {
+        match &self.model_sweep[which as usize] {
             Some((id, c)) if *id == self.data_id() => c,
             _ => &[],
         }

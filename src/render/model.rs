@@ -6,8 +6,9 @@
 use super::{Labels, Pixels};
 use crate::chart::layout::{axes, begin, draw_err, headroom, index_text, tick_text, Axes};
 use crate::chart::{ChartError, ChartStyle};
-use crate::lab::{Lab, ModelView};
+use crate::lab::{Lab, ModelCurves, ModelView};
 use crate::render::compare::{tradeoff, TradeoffCurve, TradeoffView};
+use crate::render::PixelRect;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -19,17 +20,21 @@ pub enum ModelChart {
     Kl,
     /// Mean KL against `R_overall`, one curve per policy (shown in section 3b).
     Tradeoff,
+    /// The needle test: the share of facts recalled against `R_overall`, one curve per policy.
+    Needle,
 }
 
 impl ModelChart {
     /// Every chart of the section, in the page's order.
-    pub const ALL: &'static [ModelChart] = &[ModelChart::Kl, ModelChart::Tradeoff];
+    pub const ALL: &'static [ModelChart] =
+        &[ModelChart::Kl, ModelChart::Tradeoff, ModelChart::Needle];
 
     /// The name its canvas carries (`data-chart`).
     pub fn name(self) -> &'static str {
         match self {
             ModelChart::Kl => "kl",
             ModelChart::Tradeoff => "model-tradeoff",
+            ModelChart::Needle => "needle",
         }
     }
 }
@@ -46,19 +51,29 @@ pub(super) fn draw<DB: DrawingBackend>(
 ) -> Result<Option<Pixels>, ChartError> {
     match chart {
         ModelChart::Kl => draw_kl(root, lab.model_view(), l, style).map(|_| None),
-        ModelChart::Tradeoff => draw_tradeoff(root, lab, l, style).map(|_| None),
+        ModelChart::Tradeoff => draw_tradeoff(root, lab, ModelCurves::Kl, l, style).map(|_| None),
+        ModelChart::Needle => draw_tradeoff(root, lab, ModelCurves::Facts, l, style).map(|_| None),
     }
 }
 
-/// The model's trade-off: each policy's mean KL against the prefill cache's `R_overall` (log
-/// scale: a budget of one token saves two orders of magnitude), the current setting ringed.
+/// The model's curves `which` against the prefill cache's `R_overall` (log scale: a budget of
+/// one token saves two orders of magnitude), the current setting ringed: each policy's mean
+/// KL (the trade-off, the ring the measured view), or its share of the needle test's facts
+/// recalled (the full cache's level a curve of its own; the ring the curve named `current`).
 fn draw_tradeoff<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     lab: &Lab,
+    which: ModelCurves,
     l: &Labels,
     style: &ChartStyle,
-) -> Result<(), ChartError> {
-    let sweep = lab.model_sweep();
+) -> Result<PixelRect, ChartError> {
+    let facts = which == ModelCurves::Facts;
+    let sweep = lab.model_sweep(which);
+    // (the accuracy's ring is its last curve, named `current`: one point)
+    let (sweep, ring) = match sweep.split_last() {
+        Some((last, rest)) if last.name == "current" => (rest, last.points.first().copied()),
+        _ => (sweep, None),
+    };
     let names: Vec<String> = sweep.iter().map(|c| format!("policy.{}", c.name)).collect();
     let curves: Vec<TradeoffCurve> = sweep
         .iter()
@@ -68,28 +83,36 @@ fn draw_tradeoff<DB: DrawingBackend>(
             points: &c.points,
         })
         .collect();
-    let current = lab.model_view().map(|v| (v.r_overall, v.mean_kl()));
+    let current = if facts {
+        ring
+    } else {
+        lab.model_view().map(|v| (v.r_overall, v.mean_kl()))
+    };
     let max = sweep
         .iter()
         .flat_map(|c| c.points.iter().map(|p| p.1))
         .chain(current.map(|p| p.1))
         .filter(|y| y.is_finite())
         .fold(0.0f64, f64::max);
+    let [title, y_label] = if facts {
+        ["chart.needle.title", "chart.needle.y"]
+    } else {
+        ["chart.model-tradeoff.title", "chart.kl.y"]
+    };
     tradeoff(
         root,
         &TradeoffView {
-            title: l.get("chart.model-tradeoff.title"),
+            title: l.get(title),
             x_label: l.get("chart.model-tradeoff.x"),
-            y_label: l.get("chart.kl.y"),
+            y_label: l.get(y_label),
             curves: &curves,
             current,
             current_label: l.get("chart.tradeoff.current"),
             log_x: true,
-            y_top: Some(headroom(Some(max.max(1e-4)))),
+            y_top: (!facts).then(|| headroom(Some(max.max(1e-4)))),
         },
         style,
     )
-    .map(|_| ())
 }
 
 /// The KL bars over positions `P..T` and, in a strip under the plot, each prefill token's

@@ -311,13 +311,14 @@ impl Page {
         });
     }
 
-    /// Takes the model's trade-off curves measured so far ([`crate::lab::ModelCurve`]s) for
-    /// the `model-tradeoff` chart, flat: curve `i` is named `names[i]` and has the next
-    /// `lens[i]` points of `xs` (`R_overall`) and `ys` (mean KL). Lengths that do not add up
-    /// drop the curves that overrun.
+    /// Takes the model's curves measured so far ([`crate::lab::ModelCurve`]s), flat: curve
+    /// `i` is named `names[i]` and has the next `lens[i]` points of `xs` (`R_overall`) and
+    /// `ys`: the mean KL for the `model-tradeoff` chart, or with `facts` the share of facts
+    /// recalled for the `needle` chart. Lengths that do not add up drop the curves that overrun.
     #[wasm_bindgen(js_name = useModelSweep)]
     pub fn use_model_sweep(
         &mut self,
+        facts: bool,
         names: Vec<String>,
         lens: Vec<u32>,
         xs: Vec<f64>,
@@ -336,7 +337,12 @@ impl Page {
             });
             at = end;
         }
-        self.lab.set_model_sweep(curves);
+        let which = if facts {
+            crate::lab::ModelCurves::Facts
+        } else {
+            crate::lab::ModelCurves::Kl
+        };
+        self.lab.set_model_sweep(which, curves);
     }
 
     /// FNV-1a fingerprints (16 hex digits) of the data in use: `[attention, keys, values]`.

@@ -438,10 +438,19 @@ mod web {
     pub struct Model {
         lm: kvlab_core::lm::Lm,
         last: Option<(String, Vec<u8>, Option<String>, kvlab_core::lm::LmRun)>,
-        /// The learner's fact case and its forward ([`Model::needle`]).
-        needle: Option<(kvlab_core::lm::tasks::Case, kvlab_core::lm::LmRun)>,
-        /// The accuracy chart's built-in cases, each run when first asked for.
-        builtin: Vec<(kvlab_core::lm::tasks::Case, Option<kvlab_core::lm::LmRun>)>,
+        /// The learner's fact case, its forward and the answers met on it ([`Model::needle`]).
+        needle: Option<(
+            kvlab_core::lm::tasks::Case,
+            kvlab_core::lm::LmRun,
+            kvlab_core::lm::needle::Answers,
+        )>,
+        /// The accuracy chart's built-in cases, each run when first asked for, and the
+        /// answers met on each.
+        builtin: Vec<(
+            kvlab_core::lm::tasks::Case,
+            Option<kvlab_core::lm::LmRun>,
+            kvlab_core::lm::needle::Answers,
+        )>,
     }
 
     /// A case as the page draws it: its text, the fact's bytes, where the question starts and
@@ -720,7 +729,7 @@ mod web {
                 answer: [case.answer.start, case.answer.end],
                 most: kvlab_io::needle_report::longest_distance(key, value, len),
             };
-            self.needle = Some((case, run));
+            self.needle = Some((case, run, Default::default()));
             json(Ok::<_, String>(view))
         }
 
@@ -741,8 +750,8 @@ mod web {
         /// page's `B` and quantization) to the learner's fact, the question read before the
         /// compression (`before`) or after it, as JSON
         /// ([`kvlab_io::needle_report::NeedleAnswer`]s).
-        pub fn needle_answers(&self, settings: &str, before: bool) -> Result<String, JsValue> {
-            let Some((case, run)) = &self.needle else {
+        pub fn needle_answers(&mut self, settings: &str, before: bool) -> Result<String, JsValue> {
+            let Some((case, run, memo)) = &mut self.needle else {
                 return Err(error("needle", "no fact has been asked yet"));
             };
             let specs = specs_of(settings)?;
@@ -759,14 +768,17 @@ mod web {
                 &named,
                 Some(&specs.kivi),
                 asked(before),
+                memo,
             ))
         }
 
-        /// Case `case` of the accuracy chart's curve `index` (the policies of section 5's
-        /// table with a budget, in its order) on the built-in cases, their text from `text`
-        /// (the held-out slice): the case's points over the budgets, as JSON `{name, cases,
-        /// points}`; `null` past the last curve. One case of one policy a request, so that a
-        /// change of the controls waits behind one at most.
+        /// Case `case` of the accuracy chart's curve `index` on the built-in cases, their text
+        /// from `text` (the held-out slice), as JSON `{name, cases, points}`: curve 0 is the
+        /// full cache (`full`, one point), then the policies of section 5's table with a
+        /// budget in its order (the case's points over the budgets, then the prefill), then
+        /// the current setting (`current`, one point at the page's `B`); `null` past it. One
+        /// case of one curve a request, so that a change of the controls waits behind one at
+        /// most.
         pub fn needle_point(
             &mut self,
             settings: &str,
@@ -775,23 +787,24 @@ mod web {
             case: usize,
             before: bool,
         ) -> Result<String, JsValue> {
+            use kvlab_io::needle_report::{needle_at, needle_row};
             if self.builtin.is_empty() {
                 self.builtin = kvlab_io::needle_report::needle_cases(text.as_bytes())
                     .into_iter()
-                    .map(|c| (c, None))
+                    .map(|c| (c, None, Default::default()))
                     .collect();
             }
             let specs = specs_of(settings)?;
-            let Some(named) = specs
+            let policies: Vec<_> = specs
                 .policies
                 .iter()
                 .filter(|n| matches!(n.spec.keep, kvlab_core::lm::compress::Keep::Policy { .. }))
-                .nth(index)
-            else {
+                .collect();
+            if index > policies.len() + 1 {
                 return Ok("null".into());
-            };
+            }
             let cases = self.builtin.len();
-            let Some((c, run)) = self.builtin.get_mut(case) else {
+            let Some((c, run, memo)) = self.builtin.get_mut(case) else {
                 return Err(error(
                     "needle",
                     &format!("no case {case}: the chart has {cases}"),
@@ -807,11 +820,22 @@ mod web {
             let Some(run) = run.as_ref() else {
                 return Err(error("model", "the case did not run"));
             };
-            let points =
-                kvlab_io::needle_report::needle_row(&self.lm, run, c, &named.spec, asked(before))
-                    .map_err(|e| error("model", &e.to_string()))?;
+            let (lm, asked) = (&self.lm, asked(before));
+            let full = kvlab_core::lm::compress::CacheSpec::full();
+            let (name, points) = match index.checked_sub(1).map(|i| policies.get(i)) {
+                None => (
+                    "full",
+                    needle_at(lm, run, c, &full, asked, memo).map(|p| vec![p]),
+                ),
+                Some(Some(named)) => (named.name, needle_row(lm, run, c, &named.spec, asked, memo)),
+                Some(None) => (
+                    "current",
+                    needle_at(lm, run, c, &specs.current, asked, memo).map(|p| vec![p]),
+                ),
+            };
+            let points = points.map_err(|e| error("model", &e.to_string()))?;
             json(Ok::<_, String>(NeedleCurveCase {
-                name: named.name,
+                name,
                 cases,
                 points,
             }))

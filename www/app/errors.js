@@ -98,6 +98,7 @@ export function errorText(e) {
     ...fields,
     ...(fields.scheme && { scheme: t(app.lang, `quant.scheme-name.${fields.scheme}`) }),
     ...(fields.axis && { axis: t(app.lang, `quant.axis.${fields.axis.replaceAll(' ', '-')}`) }),
+    ...(fields.what && { what: t(app.lang, `needle.what.${fields.what}`) }),
   });
 }
 

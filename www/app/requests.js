@@ -15,7 +15,7 @@ import { app } from './store.js';
  */
 export function markBusy() {
   // (inFlight: an update stays busy until its reply is written, after its request has ended)
-  const busy = app.requests > 0 || app.inFlight || app.frame !== 0 || app.pending.size > 0;
+  const busy = app.requests > 0 || app.inFlight || app.frame !== 0 || app.pending.size > 0 || app.modelBusy;
   const stale = app.stale.size > 0 || app.enginePending || app.urlTimer !== 0 || app.modelStale;
   // (attributes written only when they change: a write costs style work and observers' calls)
   const body = document.body.dataset;

@@ -9,7 +9,7 @@ import { writeLevers } from '../sections/together.js';
 import { renderFormulas } from '../formulas.js';
 import { t } from '../i18n.js';
 import { sectionContext } from '../sections/index.js';
-import { tookModel, writeModelFigures, sweepModel } from '../sections/model-run.js';
+import { tookModel, writeModelFigures, sweepModel, sweepAccuracy } from '../sections/model-run.js';
 import { app } from './store.js';
 import { NEEDS_COMPARISON } from './registry.js';
 import { measureTimings } from './perf.js';
@@ -240,6 +240,7 @@ function seen(entries) {
       app.leversVisible = e.isIntersecting;
     } else if (e.target.id === 'real-model') {
       app.modelVisible = e.isIntersecting;
+      if (app.modelVisible && app.accuracyFor && app.accuracyFor === app.model) sweepAccuracy(app.model);
     } else {
       app.compareVisible = e.isIntersecting;
       if (app.compareVisible && app.sweepFor && app.sweepFor === app.model) sweepModel(app.model);

@@ -45,6 +45,15 @@ export const app = {
   modelVisible: true, // section 5 on screen (its IntersectionObserver says)
   modelStale: false, // an update left the model's quality for the catch-up
   sweepFor: null, // the model whose trade-off sweep waits for section 3b to come on screen
+  modelBusy: false, // section 5's figures are being measured again (its details not all in)
+  needle: null, // the learner's fact ({case, answers}: sections/model-needle.js), once asked
+  needleAsk: null, // the fact asked last ({key, value, distance, before})
+  needleSeq: 0, // counts the facts asked: a reply to an older one is dropped
+  needleDraws: 0, // facts drawn ("New fact"): the next one's seed
+  needleStrip: null, // the answer whose kept bytes the strip shows (null: the method's)
+  needleSummary: null, // the accuracy chart's curves so far ({cases, curves})
+  accuracyFor: null, // the model whose accuracy chart waits for section 5 to come on screen
+  accuracyTimer: 0, // the accuracy chart's next request, waiting for the controls to rest
   urlTimer: 0, // see url.js scheduleUrl
   urlSeq: 0, // counts updates: a URL recording scheduled before the last one is dropped
   urlCommit: false, // the URL waiting to be recorded is pushed (a committed change is among its updates)

@@ -17,7 +17,7 @@ export function modelSweep(page, prompt) {
   /** The finished curves to the page's module (the `model-tradeoff` chart), flat. */
   const give = () => {
     const c = sweep.curves.filter((x) => x.done);
-    page().useModelSweep(c.map((x) => x.name), Uint32Array.from(c, (x) => x.points.length),
+    page().useModelSweep(false, c.map((x) => x.name), Uint32Array.from(c, (x) => x.points.length),
       Float64Array.from(c.flatMap((x) => x.points.map((p) => p.rOverall))),
       Float64Array.from(c.flatMap((x) => x.points.map((p) => p.kl))));
   };

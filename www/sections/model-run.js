@@ -7,7 +7,7 @@ import { POLICY_OF } from '../fields.js';
 import { $ } from '../lib/dom.js';
 import { app } from '../app/store.js';
 import { ALL, chartsOf } from '../app/registry.js';
-import { request } from '../app/requests.js';
+import { request, markBusy } from '../app/requests.js';
 import { showError, errorSlot, reportError } from '../app/errors.js';
 import { showWarnings } from '../app/warnings.js';
 import { drawSpec, deferOffScreen, drawn, scheduleCatchUp, modelWanted } from '../app/schedule.js';
@@ -16,6 +16,7 @@ import { sectionContext } from './index.js';
 import { writeCompareModel } from './compare.js';
 import { showModelSection, writeModel, writeModelDetails } from './model.js';
 import { showHeads } from './model-heads.js';
+import { writeNeedle, writeOrder, tookNeedleAnswers, firstNeedle, onAccuracyRestart, wireNeedle } from './model-needle.js';
 
 /**
  * Section 5 from what the engine last measured of the model (`app.model`: `{quality}` or
@@ -28,6 +29,8 @@ export function writeModelFigures(base) {
   if (!on || !app.model) return;
   const ctx = { ...base, shown: app.upload.model, policy: POLICY_OF[app.good?.method], settings: app.good };
   writeModel(app.model, ctx);
+  if (app.needle) writeNeedle(ctx);
+  else firstNeedle();
   $('#model-on').classList.toggle('stale', app.modelDetailsFor !== app.model);
   // (the details change once per rest of the controls: not rewritten on every frame of a drag)
   const key = `${ctx.lang}|${ctx.policy}|${ctx.settings?.heads_budget}`;
@@ -47,7 +50,11 @@ const MODEL_PARTS = ['text', 'policies', 'levers', 'allocation'];
  */
 export function tookModel(model) {
   app.model = model ?? null;
+  // (section 5's figures are out of date until its last detail lands: data-busy says so)
+  app.modelBusy = Boolean(app.model?.quality);
+  markBusy();
   if (!app.model?.quality) return;
+  tookNeedleAnswers(model.needle);
   // (the model's share of the engine's compute, for the benchmark: benches/model.mjs)
   performance.measure('kvlab:model:quality', { start: performance.now() - model.ms, duration: model.ms });
   window.clearTimeout(app.detailsTimer);
@@ -66,6 +73,8 @@ export function tookModel(model) {
       performance.measure(`kvlab:model:${part}`, { start: performance.now() - d.ms, duration: d.ms });
       details[part] = d;
     } catch (e) {
+      app.modelBusy = false;
+      markBusy();
       if (!e.stopped) showError(null, e.message);
       return;
     }
@@ -76,6 +85,9 @@ export function tookModel(model) {
     app.modelDetails = details;
     app.modelDetailsFor = asked;
     writeModelFigures(sectionContext());
+    app.modelBusy = false;
+    markBusy();
+    sweepAccuracy(asked);
     sweepModel(asked);
   };
   app.detailsTimer = window.setTimeout(() => next(0), 150);
@@ -121,6 +133,56 @@ export function sweepModel(asked) {
   };
   step();
 }
+
+/**
+ * Section 5's accuracy chart, after its details and while section 5 is on screen (it starts
+ * when the section comes on screen): one case of one curve per request, so a change waits
+ * behind one at most; the chart is redrawn and its line under it worded as each curve is
+ * complete, and marked stale until the last.
+ */
+export function sweepAccuracy(asked) {
+  app.accuracyFor = null;
+  window.clearTimeout(app.accuracyTimer);
+  const chart = $('#needle-chart');
+  const step = async () => {
+    if (app.model !== asked || !app.needle) return;
+    if (!app.modelVisible) {
+      app.accuracyFor = asked; // (the observer goes on when section 5 comes on screen)
+      return;
+    }
+    if (app.inFlight || app.pending.size) {
+      app.accuracyTimer = window.setTimeout(step, 150);
+      return;
+    }
+    let d;
+    try {
+      d = await request('modelPart', { part: 'accuracy' });
+    } catch (e) {
+      if (!e.stopped) showError(null, e.message);
+      return;
+    }
+    if (app.model !== asked || !d) return;
+    if (d.Err) {
+      showError(null, d.Err);
+      return;
+    }
+    performance.measure('kvlab:model:accuracy', { start: performance.now() - d.ms, duration: d.ms });
+    if (d.Ok.summary) {
+      app.needleSummary = d.Ok.summary;
+      writeOrder(sectionContext());
+    }
+    if (d.Ok.curveDone || d.Ok.done) {
+      app.stale.add('needle');
+      scheduleCatchUp(0);
+    }
+    chart.classList.toggle('stale', !d.Ok.done);
+    if (d.Ok.done) performance.mark('kvlab:needle:swept'); // (the tests wait for it)
+    else app.accuracyTimer = window.setTimeout(step, 0);
+  };
+  chart.classList.add('stale');
+  step();
+}
+onAccuracyRestart(() => sweepAccuracy(app.model));
 
 /** The model's run the page asks for: the prompt, layer and head chosen beside it. */
 function modelChoice() {
@@ -172,11 +234,15 @@ export async function onModel(button) {
   }
 }
 
-/** Wires the model's buttons: "Run" beside the prompt, and section 5's own. */
+/** Wires the model's buttons: "Run" beside the prompt, and section 5's own; the fact's controls. */
 export function wireModel() {
+  wireNeedle();
   $('#model-use').addEventListener('click', (ev) => onModel(ev.target));
-  $('#model-run').addEventListener('click', () => {
-    $('#model-box').open = true;
-    onModel($('#model-use'));
-  });
+  // (section 5's own button, and the data section's: the model as a first-class choice)
+  for (const id of ['#model-run', '#data-model-run']) {
+    $(id).addEventListener('click', () => {
+      $('#model-box').open = true;
+      onModel($('#model-use'));
+    });
+  }
 }

@@ -323,8 +323,10 @@ pub const PAGE_BUDGET: usize = 400_000;
 /// fetched on demand has (the page's start is what every visit pays), set a little above what
 /// its parts measured (benches/README.md, "The model under compression"), so that it catches
 /// growth; splitting the model into a module of its own would spare an upload the model's code
-/// and the model the readers'.
-pub const ON_DEMAND_BUDGET: usize = 200_000;
+/// and the model the readers'. Raised from 200,000 with section 5's needle test (the learner's
+/// fact, every cache's answer, KIVI's, the accuracy chart's cases: 9 kB gzip, measured in
+/// benches/README.md, "The needle test").
+pub const ON_DEMAND_BUDGET: usize = 210_000;
 
 /// Sizes of the page's files as [`size_report`] counts them.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -243,7 +243,7 @@ impl ModelConfig {
 }
 
 /// How one stream (K or V) is quantized, for byte counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct QuantAccounting {
     /// Bits per code.
     pub bits: u8,

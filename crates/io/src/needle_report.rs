@@ -3,9 +3,9 @@
 //! and each policy's accuracy on a fixed set of built-in cases against the cache's
 //! `R_overall`, a case and a policy at a time.
 
-use kvlab_core::lm::compress::{CacheSpec, EvalError};
 use kvlab_core::kivi::KiviConfig;
-use kvlab_core::lm::needle::{answer, answer_kivi, Answer, Asked};
+use kvlab_core::lm::compress::{CacheSpec, EvalError};
+use kvlab_core::lm::needle::{answer_kivi, answer_memo, Answer, Answers, Asked};
 use kvlab_core::lm::tasks::{self, Case};
 use kvlab_core::lm::{Lm, LmRun};
 use kvlab_core::rng::Xoshiro256;
@@ -109,7 +109,9 @@ fn value_tokens(case: &Case) -> std::ops::Range<usize> {
 }
 
 /// The answers of the full cache, of every compression of `policies` and of KIVI with `kivi`
-/// (named `kivi`) to `case`, whose full forward ([`kvlab_core::lm::needle::tokens`]) is `run`.
+/// (named `kivi`) to `case`, whose full forward ([`kvlab_core::lm::needle::tokens`]) is `run`;
+/// `memo` holds the answers met on this case so far.
+#[allow(clippy::too_many_arguments)]
 pub fn needle_answers(
     lm: &Lm,
     run: &LmRun,
@@ -117,13 +119,18 @@ pub fn needle_answers(
     policies: &[Named<'_>],
     kivi: Option<&KiviConfig>,
     asked: Asked,
+    memo: &mut Answers,
 ) -> Result<Vec<NeedleAnswer>, EvalError> {
-    let mut out = vec![report("full", case, &answer(lm, run, case, None, asked)?)];
+    let mut out = vec![report(
+        "full",
+        case,
+        &answer_memo(lm, run, case, None, asked, memo)?,
+    )];
     for &(name, spec) in policies {
         out.push(report(
             name,
             case,
-            &answer(lm, run, case, Some(spec), asked)?,
+            &answer_memo(lm, run, case, Some(spec), asked, memo)?,
         ));
     }
     if let Some(kivi) = kivi {
@@ -150,13 +157,15 @@ pub struct NeedlePoint {
 
 /// `spec`'s policy on `case` at every budget of [`NEEDLE_BUDGETS`] below the prefill, then
 /// at the prefill: one case of one curve of the accuracy chart. StreamingLLM's sinks are
-/// capped at each budget, as the page's controls cap them.
+/// capped at each budget, as the page's controls cap them. `memo`: the answers met on this
+/// case so far (the policies' curves share their points at `B <= r` and at the prefill).
 pub fn needle_row(
     lm: &Lm,
     run: &LmRun,
     case: &Case,
     spec: &CacheSpec,
     asked: Asked,
+    memo: &mut Answers,
 ) -> Result<Vec<NeedlePoint>, EvalError> {
     let prefill = match asked {
         Asked::Before => case.answer.start + 1,
@@ -170,24 +179,38 @@ pub fn needle_row(
     budgets
         .map(|budget| {
             let keep = at_budget(spec.keep, budget);
-            let a = answer(
+            needle_at(
                 lm,
                 run,
                 case,
-                Some(&CacheSpec {
+                &CacheSpec {
                     budget,
                     keep,
                     ..*spec
-                }),
+                },
                 asked,
-            )?;
-            Ok(NeedlePoint {
-                budget,
-                r_overall: a.r_overall(),
-                correct: a.correct(),
-            })
+                memo,
+            )
         })
         .collect()
+}
+
+/// `spec` on `case` at its own budget (the page's current setting, ringed on the chart; the
+/// full cache with [`CacheSpec::full`]).
+pub fn needle_at(
+    lm: &Lm,
+    run: &LmRun,
+    case: &Case,
+    spec: &CacheSpec,
+    asked: Asked,
+    memo: &mut Answers,
+) -> Result<NeedlePoint, EvalError> {
+    let a = answer_memo(lm, run, case, Some(spec), asked, memo)?;
+    Ok(NeedlePoint {
+        budget: spec.budget,
+        r_overall: a.r_overall(),
+        correct: a.correct(),
+    })
 }
 
 #[cfg(test)]

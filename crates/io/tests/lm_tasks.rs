@@ -448,24 +448,44 @@ fn the_needle_test_snapkv_finds_the_fact_only_when_it_has_read_the_question() {
         &[("snapkv", &snapkv), ("window-only", &recent)],
         Some(&kivi),
         Asked::Before,
+        &mut Default::default(),
     )
     .expect("answers");
     let value = {
         let fact = &own.bytes[own.source.clone()];
-        let at = fact.windows(4).position(|w| w == b"2026").expect("in the fact");
+        let at = fact
+            .windows(4)
+            .position(|w| w == b"2026")
+            .expect("in the fact");
         own.source.start + at..own.source.start + at + 4
     };
     for a in &answers {
-        assert_eq!(a.kept.len(), own.answer.start, "{}: a share per prompt byte", a.name);
+        assert_eq!(
+            a.kept.len(),
+            own.answer.start,
+            "{}: a share per prompt byte",
+            a.name
+        );
     }
     let [full, snap, win, kv] = [0, 1, 2, 3].map(|i| &answers[i]);
     // KIVI keeps every token (its bits are what it spends): the answer of the full cache here
     assert_eq!((kv.name.as_str(), kv.said.as_str()), ("kivi", "2026"));
     assert!(kv.kept.iter().all(|&k| k == 100) && kv.r_overall > 1.0);
-    assert!(full.kept.iter().all(|&k| k == 100), "the full cache keeps every byte");
-    assert!(snap.kept[value.clone()].iter().all(|&k| k > 0), "{:?}", &snap.kept[value.clone()]);
+    assert!(
+        full.kept.iter().all(|&k| k == 100),
+        "the full cache keeps every byte"
+    );
+    assert!(
+        snap.kept[value.clone()].iter().all(|&k| k > 0),
+        "{:?}",
+        &snap.kept[value.clone()]
+    );
     assert!(win.kept[value.clone()].iter().all(|&k| k == 0));
-    assert_eq!(win.kept.iter().filter(|&&k| k == 100).count(), 32, "the window: its last B bytes");
+    assert_eq!(
+        win.kept.iter().filter(|&&k| k == 100).count(),
+        32,
+        "the window: its last B bytes"
+    );
     assert!(win.kept[win.kept.len() - 32..].iter().all(|&k| k == 100));
     assert_eq!(win.kept_value, 0.0);
     assert!(snap.kept_value > 0.0);
@@ -511,13 +531,17 @@ fn the_accuracy_chart_rises_with_the_budget_and_the_full_cache_is_its_ceiling() 
         "full cache {full:.3}; budgets {NEEDLE_BUDGETS:?} then the prefill"
     )];
     let mut curves = Vec::new();
+    let mut memos: Vec<kvlab_core::lm::needle::Answers> =
+        cases.iter().map(|_| Default::default()).collect();
     for asked in [Asked::Before, Asked::After] {
         for &(name, p, r) in &policies {
             let spec = policy_spec(p, 0, r);
+            // (one memo a case, shared by the curves as the page's are)
             let rows: Vec<_> = cases
                 .iter()
                 .zip(&runs)
-                .map(|(c, run)| needle_row(&lm, run, c, &spec, asked).expect("a row"))
+                .zip(&mut memos)
+                .map(|((c, run), memo)| needle_row(&lm, run, c, &spec, asked, memo).expect("a row"))
                 .collect();
             let acc: Vec<f64> = (0..rows[0].len())
                 .map(|i| rows.iter().filter(|r| r[i].correct).count() as f64 / rows.len() as f64)

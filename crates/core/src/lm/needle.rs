@@ -14,9 +14,9 @@
 //! knows that no policy can.
 
 use super::compress::{cache_bytes, compress, kivi_compress, CacheSpec, Compressed, EvalError};
-use crate::kivi::KiviConfig;
 use super::tasks::Case;
 use super::{Lm, LmRun};
+use crate::kivi::KiviConfig;
 use serde::{Deserialize, Serialize};
 
 /// When the question is read: before the cache is compressed, or after.
@@ -74,13 +74,56 @@ pub fn answer(
     spec: Option<&CacheSpec>,
     asked: Asked,
 ) -> Result<Answer, EvalError> {
+    answer_memo(lm, run, case, spec, asked, &mut Answers::default())
+}
+
+/// The bytes generated from each cache met so far on one case, by a hash of what makes the
+/// cache: the tokens every head kept, the quantization of K and of V, and where the prefill
+/// ends ([`answer_memo`]). Policies that keep the same tokens (every policy with a recent
+/// window at `B <= r`, every policy at the prefill) generate the same answer: it is generated
+/// once.
+#[derive(Debug, Clone, Default)]
+pub struct Answers {
+    seen: std::collections::HashMap<u64, (Vec<u8>, Vec<bool>)>,
+}
+
+/// [`answer`], the generation skipped where `memo` has met the same cache on this case (the
+/// bytes spent are `spec`'s own: H2O stores scores where another policy keeping the same
+/// tokens does not). `memo` must hold answers of this case only.
+pub fn answer_memo(
+    lm: &Lm,
+    run: &LmRun,
+    case: &Case,
+    spec: Option<&CacheSpec>,
+    asked: Asked,
+    memo: &mut Answers,
+) -> Result<Answer, EvalError> {
+    use std::hash::{Hash, Hasher};
     let full = CacheSpec::full();
     let spec = spec.unwrap_or(&full);
-    answer_with(lm, run, case, asked, |prefill| {
-        let compressed = compress(run, prefill, spec)?;
-        let bytes = cache_bytes(run, prefill, spec, &compressed.kept)?;
-        Ok((compressed, bytes))
-    })
+    let key = std::cell::Cell::new(0);
+    let answer = answer_with(
+        lm,
+        run,
+        case,
+        asked,
+        |prefill| {
+            let compressed = compress(run, prefill, spec)?;
+            let bytes = cache_bytes(run, prefill, spec, &compressed.kept)?;
+            // (SipHash with fixed keys: the same cache hashes alike in every run; 64 bits
+            // over a few hundred caches a case make a collision vanishingly unlikely)
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&compressed.kept, spec.keys, spec.values, prefill).hash(&mut h);
+            key.set(h.finish());
+            Ok((compressed, bytes))
+        },
+        |_| memo.seen.get(&key.get()).cloned(),
+    )?;
+    let key = key.get();
+    memo.seen
+        .entry(key)
+        .or_insert_with(|| (answer.bytes.clone(), answer.right.clone()));
+    Ok(answer)
 }
 
 /// The answer of KIVI's cache (every token kept, quantized as
@@ -92,7 +135,14 @@ pub fn answer_kivi(
     kivi: &KiviConfig,
     asked: Asked,
 ) -> Result<Answer, EvalError> {
-    answer_with(lm, run, case, asked, |prefill| kivi_compress(run, prefill, kivi))
+    answer_with(
+        lm,
+        run,
+        case,
+        asked,
+        |prefill| kivi_compress(run, prefill, kivi),
+        |_| None,
+    )
 }
 
 /// The answer of the cache `compress` makes of the prefill (given its length) to `case`.
@@ -102,6 +152,7 @@ fn answer_with(
     case: &Case,
     asked: Asked,
     compress: impl FnOnce(usize) -> Result<(Compressed, (u64, u64)), EvalError>,
+    known: impl FnOnce(&Compressed) -> Option<(Vec<u8>, Vec<bool>)>,
 ) -> Result<Answer, EvalError> {
     let tokens = tokens(case);
     if run.logits.rows() != tokens.len() {
@@ -118,6 +169,15 @@ fn answer_with(
         Asked::After => (case.asked + 1).min(prompt),
     };
     let (compressed, bytes_of) = compress(prefill)?;
+    if let Some((bytes, right)) = known(&compressed) {
+        return Ok(Answer {
+            bytes,
+            right,
+            prefill,
+            kept: compressed.kept,
+            cache_bytes: bytes_of,
+        });
+    }
     let mut cache = compressed.cache;
     let mut logits = if prefill == prompt {
         run.logits.row(prompt - 1).unwrap_or(&[]).to_vec()
@@ -222,6 +282,51 @@ mod tests {
             assert!(a.kept.iter().flatten().all(|k| k.len() == 8));
             assert!(a.r_overall() > 1.0);
         }
+    }
+
+    #[test]
+    fn a_remembered_answer_is_the_answer_and_the_same_cache_is_generated_once() {
+        let lm = tiny();
+        let c = case();
+        let run = lm.forward(&tokens(&c)).unwrap();
+        let q = crate::budget::QuantAccounting {
+            bits: 3,
+            scheme: crate::quant::Scheme::Asymmetric,
+            granularity: crate::quant::Granularity::PerChannel,
+            group_size: None,
+            meta: crate::quant::MetaDtype::F16,
+        };
+        let spec = |policy, budget, recent, bits: Option<_>| CacheSpec {
+            keep: Keep::Policy { policy },
+            budget,
+            recent,
+            keys: bits,
+            values: bits,
+            ..CacheSpec::full()
+        };
+        let specs = [
+            // at B <= r the recent window alone: the same cache for both
+            spec(Policy::H2oSum, 4, 8, None),
+            spec(Policy::Tova, 4, 8, None),
+            // the same tokens quantized: another cache
+            spec(Policy::Tova, 4, 8, Some(q)),
+            spec(Policy::H2oSum, 12, 4, None),
+            spec(Policy::Oracle, 12, 4, None),
+        ];
+        let mut memo = Answers::default();
+        for asked in [Asked::Before, Asked::After] {
+            for s in &specs {
+                let plain = answer(&lm, &run, &c, Some(s), asked).unwrap();
+                let remembered = answer_memo(&lm, &run, &c, Some(s), asked, &mut memo).unwrap();
+                assert_eq!(remembered, plain, "{s:?} {asked:?}");
+            }
+        }
+        // the first two share a cache, asked before and after: 4 distinct caches a side
+        assert_eq!(
+            memo.seen.len(),
+            8,
+            "one entry per distinct cache, not per policy"
+        );
     }
 
     #[test]
