@@ -120,3 +120,61 @@ test('the accuracy chart: every policy on 16 built-in facts, its line worded fro
   assert.notEqual(await page.locator('canvas[data-chart="needle"]').evaluate((c) => c.toDataURL().length), hash);
   assert.deepEqual(problems, []);
 });
+
+test('after a change, section 5 is busy and stale until its last figure lands, then every figure is the new one', async () => {
+  const { page, problems } = await onModel('method=h2o&budget=32&recent=16');
+  const row = () => page.evaluate(() => {
+    const tr = document.querySelector('#model-rows tr[data-policy="h2o-sum"]');
+    return tr ? [...tr.querySelectorAll('td')].map((td) => td.dataset.value).join('|') : null;
+  });
+  const before = await row();
+  const headline = await page.locator('[data-figure="model-bytes"]').getAttribute('data-value');
+  await page.getByLabel('Budget B, exact value').fill('64');
+  await page.getByLabel('Budget B, exact value').press('Enter');
+  // the headline lands first; the details follow once the controls rest
+  await page.waitForFunction((h) => document.querySelector('[data-figure="model-bytes"]').dataset.value !== h, headline);
+  await page.locator('body:not([data-busy])').waitFor({ timeout: 60_000 });
+  // the moment data-busy clears, nothing of section 5 is left from B = 32
+  const [atClear, stale] = [await row(), await page.locator('#model-on').getAttribute('class')];
+  assert.notEqual(atClear, before, 'the policies\' table is B = 64\'s when data-busy clears');
+  assert.ok(!(stale ?? '').includes('stale'), `section 5 not stale: ${stale}`);
+  await new Promise((done) => { setTimeout(done, 1500); });
+  assert.equal(await row(), atClear, 'nothing rewrote it later');
+  assert.deepEqual(problems, []);
+});
+
+test('section 5 embedded alone carries its own fact, B, bits and method, and texts about what it shows', async () => {
+  const { page, problems } = await open(browser.context, urlWith('embed=model&method=snapkv&budget=32&window=8&pool=max&kernel=7'));
+  const section = page.locator('#real-model');
+  assert.ok(await page.locator('#model-embed-controls').isVisible(), 'B, bits and method beside the section');
+  assert.ok(!(await page.locator('#data').isVisible()), 'the data section is not shown');
+  const off = await page.locator('#model-off').textContent();
+  assert.match(off, /runs kvlab’s own language model/);
+  await page.locator('#model-run').click();
+  await page.locator('#needle-rows tr[data-policy="full"]').waitFor({ timeout: 60_000 });
+  await settle(page);
+  const words = await section.innerText();
+  assert.doesNotMatch(words, /sections? (above|below|[1-4]\b)|section [1-4]\b/i, 'no text points to what the embed hides');
+  assert.ok(await page.locator('#needle-key').isVisible(), 'the fact is the embed\'s own prompt');
+  const bytes = await page.locator('[data-figure="model-bytes"]').getAttribute('data-value');
+  await page.locator('#embed-budget').fill('64');
+  await settle(page);
+  assert.notEqual(await page.locator('[data-figure="model-bytes"]').getAttribute('data-value'), bytes, 'B moves the cache');
+  assert.equal(await page.locator('output[for="embed-budget"]').textContent(), '64');
+  await page.locator('#embed-method').selectOption('h2o');
+  await settle(page);
+  assert.equal(await page.locator('#needle-prompt').getAttribute('data-shows'), 'h2o-sum', 'the strip follows the method');
+  assert.deepEqual(problems, []);
+});
+
+test('the data section offers the model as a first-class choice, and New here reaches section 5', async () => {
+  const { page, problems } = await open(browser.context, urlWith(''));
+  const path = await page.locator('.start a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+  assert.equal(path.at(-1), '#real-model', `${path}`);
+  assert.ok(await page.locator('#data-model-run').isVisible(), 'visible without opening anything');
+  await page.locator('#data-model-run').click();
+  await settle(page);
+  assert.ok(await page.locator('#model-on').isVisible(), 'section 5 shows the model');
+  assert.match(await page.locator('[data-figure="data-description"]').textContent(), /the model’s layer/);
+  assert.deepEqual(problems, []);
+});

@@ -791,7 +791,7 @@ mod web {
             if self.builtin.is_empty() {
                 self.builtin = kvlab_io::needle_report::needle_cases(text.as_bytes())
                     .into_iter()
-                    .map(|c| (c, None, Default::default()))
+                    .map(|c| (c, None, kvlab_core::lm::needle::Answers::scoring()))
                     .collect();
             }
             let specs = specs_of(settings)?;

@@ -30,6 +30,7 @@ function asking() {
  */
 export async function askNeedle() {
   const ask = asking();
+  const start = performance.now();
   const seq = (app.needleSeq = (app.needleSeq ?? 0) + 1);
   for (const id of ['#needle-key', '#needle-value', '#needle-distance']) {
     const slot = errorSlot($(id));
@@ -47,6 +48,9 @@ export async function askNeedle() {
     if (Number(slider.max) !== r.case.most) slider.max = String(r.case.most);
     writeNeedle({ lang: app.lang, embed: app.good?.embed });
     performance.mark('kvlab:needle:answered'); // (the tests and the benchmark wait for it)
+    // Ask to the frame painted with every answer (the next animation frame starts after it):
+    // the needle issue's latency, benches/model.mjs.
+    window.requestAnimationFrame(() => performance.measure('kvlab:needle:ask', { start, end: performance.now() }));
     if (beforeChanged) restartAccuracy();
   } catch (e) {
     if (seq !== app.needleSeq) return;
@@ -207,6 +211,11 @@ export function writeOrder(ctx) {
   const r = rows.reduce((sum, x) => sum + x.p.rOverall, 0) / rows.length;
   let text = fill(t(ctx.lang, 'needle.order'), { budget: at, r: num(Number(r.toPrecision(2))), n, groups: words, full: pct(full.points[0].recalled) });
   if (groups.some((g) => g.length > 1)) text += ` ${fill(t(ctx.lang, 'needle.order.ties'), { n, se: pct(widest / 2) })}`;
+  // (the oracle reads the answer's own attention: where even it is not in the first group, said)
+  const oracle = groups.findIndex((g) => g.some((x) => x.name === 'oracle'));
+  if (oracle > 0) {
+    text += ` ${fill(t(ctx.lang, 'needle.order.oracle'), { best: groups[0].map((x) => t(ctx.lang, `policy.${x.name}`)).join(ctx.lang === 'zh' ? '、' : ', ') })}`;
+  }
   figure('needle-order', `${at}|${rows.map((x) => `${x.name}:${x.p.recalled}`).join(',')}`, text);
 }
 

@@ -133,6 +133,7 @@ export function writeModelDetails(d, ctx) {
   const rows = d.policies.Ok ?? [];
   writeRows(rows, ctx);
   writeSinks(rows, lang);
+  writeOracle(rows, lang);
   if (d.policies.Err) figure('model-sinks', '', d.policies.Err);
   writeAllocation(d.allocation, ctx);
   writeModelLevers(d.levers, lang);
@@ -171,6 +172,25 @@ function writeRows(rows, ctx) {
   });
   body.replaceChildren(...trs);
   document.querySelector('#model-same').hidden = !rows.some((r) => r.sameAs);
+}
+
+/**
+ * What the oracle knows that the policies do not, and whether it is the best here, from the
+ * numbers: the lowest KL among the rows that drop tokens at B (the full cache less token 0
+ * and KIVI keep every other token: not among them).
+ */
+function writeOracle(rows, lang) {
+  const oracle = rows.find((r) => r.name === 'oracle' && !r.error);
+  const others = rows.filter((r) => !r.error && !['oracle', 'drop-first', 'kivi'].includes(r.name));
+  if (!oracle || !others.length) {
+    figure('model-oracle', '', '');
+    return;
+  }
+  const best = others.reduce((a, b) => (b.kl < a.kl ? b : a));
+  const beaten = best.kl < oracle.kl;
+  figure('model-oracle', beaten ? best.name : 'oracle', fill(t(lang, beaten ? 'model.oracle.beaten' : 'model.oracle.best'), {
+    oracle: nats(oracle.kl), best: t(lang, `policy.${best.name}`), kl: nats(best.kl),
+  }));
 }
 
 /** The sinks' lesson, worded from the numbers: whether this model pays for dropping them. */

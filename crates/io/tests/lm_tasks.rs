@@ -531,8 +531,10 @@ fn the_accuracy_chart_rises_with_the_budget_and_the_full_cache_is_its_ceiling() 
         "full cache {full:.3}; budgets {NEEDLE_BUDGETS:?} then the prefill"
     )];
     let mut curves = Vec::new();
-    let mut memos: Vec<kvlab_core::lm::needle::Answers> =
-        cases.iter().map(|_| Default::default()).collect();
+    let mut memos: Vec<kvlab_core::lm::needle::Answers> = cases
+        .iter()
+        .map(|_| kvlab_core::lm::needle::Answers::scoring())
+        .collect();
     for asked in [Asked::Before, Asked::After] {
         for &(name, p, r) in &policies {
             let spec = policy_spec(p, 0, r);
