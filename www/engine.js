@@ -50,7 +50,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
    * quality under the compressed cache (`Model.quality`), given to the page's module for the
    * `kl` chart. `{quality}` or `{error}` (a refused setting: the rest of the page stands).
    */
-  function measureModel() {
+  function measureModel(needle = true) {
     if (!modelShown || !loadedModel) return undefined;
     const t0 = now();
     try {
@@ -62,8 +62,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         quality.bytesFull / Math.max(1, quality.bytes));
       sweep.sync(current);
       // (the learner's fact answered with the headline: what section 5 shows first)
-      const needle = needleBefore === null ? undefined : answers();
-      return { quality, needle, ms: now() - t0 };
+      return { quality, needle: needle && needleBefore !== null ? answers() : undefined, ms: now() - t0 };
     } catch (e) {
       return { error: plainError(e) };
     }
@@ -258,13 +257,13 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
      * `pending`); with `deferLever`, the bits lever's second quantization when its RMSE is not
      * known yet (`together.fewerBits.pending`).
      */
-    update: ({ id, settings, draw: spec, defer, deferLever, measureModel: measure = true }) => computeAndDraw(id, spec, (progress) => {
+    update: ({ id, settings, draw: spec, defer, deferLever, measureModel: measure = true, needle = true }) => computeAndDraw(id, spec, (progress) => {
       const query = asQuery(settings);
       const figures = page.update(query, progress, !!defer, !!deferLever);
       // (without `measureModel` the model's quality waits for the `measureModel` request:
       // `modelSkipped` says there is one to make)
       if (!measure) return { figures, query: toQuery(query), modelSkipped: Boolean(modelShown) };
-      return { figures, query: toQuery(query), model: measureModel() };
+      return { figures, query: toQuery(query), model: measureModel(needle) };
     }),
     /** `{draw}`: the model's quality an update left out (`modelSkipped`), then `draw.charts`. */
     measureModel: ({ id, draw: spec }) => computeAndDraw(id, spec, () => ({ model: measureModel() })),
@@ -330,8 +329,10 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         policies: () => loadedModel.policies(settings),
         levers: () => loadedModel.levers(settings),
         allocation: () => loadedModel.allocation(settings, layer, head),
+        // (the learner's fact, once asked: every cache's answer, where the update left them)
+        needle: () => (needleBefore === null ? 'null' : loadedModel.needle_answers(settings, needleBefore)),
       }[part];
-      if (!run) throw new Error(`no model part '${part}': text, policies, levers, allocation, sweep or accuracy`);
+      if (!run) throw new Error(`no model part '${part}': needle, text, policies, levers, allocation, sweep or accuracy`);
       const t0 = now();
       try {
         return { Ok: JSON.parse(run()), ms: now() - t0 };

@@ -21,7 +21,7 @@ export const updatePort = {
   frame: (callback) => window.requestAnimationFrame(callback),
   controlOf: (key) => document.querySelector(`[data-key="${key}"]`),
   show: writeControl,
-  async send(settings, changed, sections, dataChanged) {
+  async send(settings, changed, sections, dataChanged, commit) {
     trimTimeline();
     performance.mark('kvlab:update:start');
     const start = performance.now();
@@ -34,9 +34,12 @@ export const updatePort = {
     const defer = !app.compareVisible;
     const later = deferOffScreen(spec, defer);
     // (the model's quality, one run of it, only while section 5 or 3b is on screen: a drag
-    // elsewhere does not pay for it; the catch-up measures it when the controls rest)
+    // elsewhere does not pay for it; the catch-up measures it when the controls rest. The
+    // needle's answers, eleven runs, with it on a committed change with section 5 on screen,
+    // painted in the same frame; a drag's frames leave them for section 5's details.)
     const reply = await request('update', {
       settings, draw: spec, defer, deferLever: !app.leversVisible, measureModel: modelWanted(),
+      needle: Boolean(commit) && app.modelVisible,
     });
     measureTimings(reply.timings, start);
     return { reply, spec, later };

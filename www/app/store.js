@@ -52,6 +52,7 @@ export const app = {
   needleDraws: 0, // facts drawn ("New fact"): the next one's seed
   needleStrip: null, // the answer whose kept bytes the strip shows (null: the method's)
   needleSummary: null, // the accuracy chart's curves so far ({cases, curves})
+  needleFor: null, // the `model` whose settings the answers shown were given for (stale when it differs)
   accuracyFor: null, // the model whose accuracy chart waits for section 5 to come on screen
   accuracyTimer: 0, // the accuracy chart's next request, waiting for the controls to rest
   urlTimer: 0, // see url.js scheduleUrl

@@ -138,7 +138,7 @@ export async function flush() {
   const inputAt = app.inputAt;
   app.inputAt = null;
   try {
-    const sent = await port.send(settings, changed, sections, dataChanged);
+    const sent = await port.send(settings, changed, sections, dataChanged, commit);
     // (the language may have been switched while the engine computed: the view and its link
     // are in the page's language)
     settings.lang = app.lang;

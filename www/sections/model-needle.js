@@ -44,6 +44,7 @@ export async function askNeedle() {
     const beforeChanged = app.needleAsk?.before !== ask.before;
     app.needleAsk = ask;
     app.needle = { case: r.case, answers: r.answers };
+    app.needleFor = app.model;
     const slider = $('#needle-distance');
     if (Number(slider.max) !== r.case.most) slider.max = String(r.case.most);
     writeNeedle({ lang: app.lang, embed: app.good?.embed });

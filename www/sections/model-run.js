@@ -31,6 +31,8 @@ export function writeModelFigures(base) {
   writeModel(app.model, ctx);
   if (app.needle) writeNeedle(ctx);
   else firstNeedle();
+  // (the answers are the view's when the update or the details brought them)
+  $('#needle').classList.toggle('stale', Boolean(app.needle) && app.needleFor !== app.model);
   $('#model-on').classList.toggle('stale', app.modelDetailsFor !== app.model);
   // (the details change once per rest of the controls: not rewritten on every frame of a drag)
   const key = `${ctx.lang}|${ctx.policy}|${ctx.settings?.heads_budget}`;
@@ -40,8 +42,11 @@ export function writeModelFigures(base) {
   }
 }
 
-/** Section 5's details, in the order they are asked for (the texts first: what a learner watches). */
-const MODEL_PARTS = ['text', 'policies', 'levers', 'allocation'];
+/**
+ * Section 5's details, in the order they are asked for (the fact's answers first, where the
+ * update left them out, then the texts: what a learner watches).
+ */
+const MODEL_PARTS = ['needle', 'text', 'policies', 'levers', 'allocation'];
 
 /**
  * Takes the engine's first measure of the model (`model` of an update's reply) and asks for the
@@ -55,6 +60,8 @@ export function tookModel(model) {
   markBusy();
   if (!app.model?.quality) return;
   tookNeedleAnswers(model.needle);
+  app.needleFor = model.needle ? app.model : null;
+  const parts = MODEL_PARTS.filter((p) => p !== 'needle' || (app.needle && !model.needle));
   // (the model's share of the engine's compute, for the benchmark: benches/model.mjs)
   performance.measure('kvlab:model:quality', { start: performance.now() - model.ms, duration: model.ms });
   window.clearTimeout(app.detailsTimer);
@@ -66,19 +73,24 @@ export function tookModel(model) {
       app.detailsTimer = window.setTimeout(() => next(i), 150);
       return;
     }
-    const part = MODEL_PARTS[i];
+    const part = parts[i];
     try {
       const d = await request('modelPart', { part });
       if (app.model !== asked || !d) return;
       performance.measure(`kvlab:model:${part}`, { start: performance.now() - d.ms, duration: d.ms });
       details[part] = d;
+      if (part === 'needle' && d.Ok) {
+        tookNeedleAnswers(d.Ok);
+        app.needleFor = asked;
+        writeModelFigures(sectionContext());
+      }
     } catch (e) {
       app.modelBusy = false;
       markBusy();
       if (!e.stopped) showError(null, e.message);
       return;
     }
-    if (i + 1 < MODEL_PARTS.length) {
+    if (i + 1 < parts.length) {
       next(i + 1);
       return;
     }
