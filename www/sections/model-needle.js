@@ -163,6 +163,9 @@ export function writeNeedle(ctx) {
     return tr;
   });
   $('#needle-rows').replaceChildren(head, ...rows);
+  // (at B <= r the policies with a recent window keep the same bytes: one answer, said)
+  const { budget: b, recent: r } = app.good ?? {};
+  figure('needle-same', b <= r ? `${b}/${r}` : '', b <= r ? fill(t(lang, 'needle.same'), { b, r }) : '');
   writeOrder(ctx);
 }
 
