@@ -73,6 +73,10 @@ test('a fact that cannot be asked is refused in words beside its control, and th
   const { page, problems } = await onModel('method=snapkv&budget=32');
   await ask(page, 'Mirabel', '2026', 100);
   const before = await answers(page);
+  // B 32 at the default r 32: the recency policies keep one cache, and the table says so
+  assert.equal(await figureText(page, 'needle-same'), '32/32');
+  assert.equal(before.snapkv[0], before['window-only'][0], JSON.stringify(before));
+  assert.match(await page.locator('[data-figure="needle-same"]').textContent(), /one cache, one answer/);
   await page.locator('#needle-value').fill('12.5');
   const error = page.locator('#needle-value').locator('xpath=..').locator('.error');
   await error.waitFor();
