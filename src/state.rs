@@ -524,10 +524,11 @@ pub struct LinkKey {
 
 /// The keys a link carries beside the settings: which data the view is on (an upload, which
 /// the link cannot carry and the page says so, or the model's run, carried whole: its prompt,
-/// layer and head, which the page runs again). Not settings: [`Settings::from_query`] ignores
-/// them, and they are in no [`Settings`] the engine computes from; the page writes and reads
-/// them (`www/app/url.js`, `www/sections/model-run.js`) under these names.
-pub const LINK_KEYS: [LinkKey; 4] = [
+/// layer and head, which the page runs again, and section 5's fact asked of it). Not settings:
+/// [`Settings::from_query`] ignores them, and they are in no [`Settings`] the engine computes
+/// from; the page writes and reads them (`www/app/url.js`, `www/sections/model-run.js`) under
+/// these names.
+pub const LINK_KEYS: [LinkKey; 8] = [
     LinkKey {
         key: "data",
         values: "`upload`, `model`",
@@ -548,6 +549,27 @@ pub const LINK_KEYS: [LinkKey; 4] = [
         key: "model_head",
         values: "a head of the model",
         doc: "With `data=model`: the head whose attention is the data.",
+    },
+    LinkKey {
+        key: "fact_name",
+        values: "letters, digits and spaces",
+        doc: "With `data=model`: the name of section 5's fact (\"The number of NAME is ...\").",
+    },
+    LinkKey {
+        key: "fact_number",
+        values: "letters, digits and spaces",
+        doc: "With `data=model`: the number section 5's fact states and its question asks for.",
+    },
+    LinkKey {
+        key: "fact_distance",
+        values: "0 to the longest the fact allows (195 for a 7-letter name and 4 digits)",
+        doc: "With `data=model`: the bytes of text between the fact and its question.",
+    },
+    LinkKey {
+        key: "fact_asked",
+        values: "`before`, `after`",
+        doc: "With `data=model`: whether the policies read the question before the compression \
+              (query-aware) or after it.",
     },
 ];
 

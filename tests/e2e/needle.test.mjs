@@ -66,6 +66,19 @@ test('a fact of the learner\'s own: the full cache and SnapKV answer it, the rec
   assert.deepEqual(a.full, ['2026', true], 'the full cache needs no question first');
   assert.match(await figureText(page, 'needle-strip'), /window-only/);
   assert.match(await page.locator('[data-figure="needle-strip"]').textContent(), /read after the compression/);
+  // the link carries the fact: opened elsewhere, the same fact is asked the same way
+  await page.waitForFunction(() => new URLSearchParams(window.location.search).get('fact_asked') === 'after');
+  const link = new URL(page.url());
+  assert.equal(link.searchParams.get('fact_name'), 'Mirabel');
+  assert.equal(link.searchParams.get('fact_number'), '2026');
+  assert.equal(link.searchParams.get('fact_distance'), '150');
+  const again = await open(browser.context, link.href);
+  await again.page.locator('#needle-rows tr[data-policy="full"]').waitFor({ timeout: 60_000 });
+  await settle(again.page);
+  assert.equal(await again.page.locator('#needle-prompt').getAttribute('data-fact'), 'The number of Mirabel is 2026.');
+  assert.equal(await again.page.locator('#needle-before').isChecked(), false);
+  assert.deepEqual(await answers(again.page), a);
+  assert.deepEqual(again.problems, []);
   assert.deepEqual(problems, []);
 });
 

@@ -35,6 +35,14 @@ export function recordUrl(push, q = app.query) {
       params.set('prompt', model.prompt);
       params.set('model_layer', String(model.layer));
       params.set('model_head', String(model.head));
+      // (section 5's fact, once asked)
+      const fact = app.needleAsk;
+      if (fact) {
+        params.set('fact_name', fact.key);
+        params.set('fact_number', fact.value);
+        params.set('fact_distance', String(fact.distance));
+        params.set('fact_asked', fact.before ? 'before' : 'after');
+      }
     }
     shown = params.toString();
   }

@@ -11,6 +11,7 @@ import { fmt, num } from '../lib/format.js';
 import { app } from '../app/store.js';
 import { request } from '../app/requests.js';
 import { errorSlot, reportError } from '../app/errors.js';
+import { recordUrl } from '../app/url.js';
 import { figure } from './common.js';
 
 /** The fact asked for, as the controls say it. */
@@ -53,6 +54,7 @@ export async function askNeedle() {
     // the needle issue's latency, benches/model.mjs.
     window.requestAnimationFrame(() => performance.measure('kvlab:needle:ask', { start, end: performance.now() }));
     if (beforeChanged) restartAccuracy();
+    recordUrl(false); // (the link carries the fact)
   } catch (e) {
     if (seq !== app.needleSeq) return;
     const f = e?.refusal;

@@ -208,6 +208,17 @@ function modelChoice() {
 export function runLinkedModel(linked) {
   if (linked.get('data') !== 'model' || !linked.has('prompt')) return;
   $('#model-prompt').value = linked.get('prompt');
+  // (section 5's fact: asked once the model has run; one the model refuses is said there)
+  if (linked.has('fact_name')) {
+    $('#needle-key').value = linked.get('fact_name');
+    $('#needle-value').value = linked.get('fact_number') ?? '';
+    const distance = Number(linked.get('fact_distance'));
+    if (Number.isInteger(distance) && distance >= 0) {
+      $('#needle-distance').max = String(Math.max(Number($('#needle-distance').max), distance));
+      $('#needle-distance').value = String(distance);
+    }
+    $('#needle-before').checked = linked.get('fact_asked') !== 'after';
+  }
   for (const [id, key] of [['#model-layer', 'model_layer'], ['#model-head', 'model_head']]) {
     const select = $(id);
     const want = linked.get(key);
