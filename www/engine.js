@@ -304,7 +304,7 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         modelShown = { layer, head, prompt };
         // (the curves belong to the page module's data, which this replaced)
         sweep.reset();
-        accuracy.reset();
+        accuracy.regive();
         // (as `update`: section 5 off screen, its quality waits for the catch-up)
         return measure ? { ...adopted, model: measureModel() } : { ...adopted, modelSkipped: true };
       });

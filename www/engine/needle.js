@@ -24,7 +24,10 @@ function pointsOf(c) {
   return Array.from({ length: n }, (_, j) => mean(c.rows, j));
 }
 
-/** The accuracy chart's curves for the page's module `page()` (the current `Page`). */
+/**
+ * The accuracy chart's curves for the page's module `page()` (the current `Page`), on the
+ * built-in facts: they do not depend on the data in use.
+ */
 export function needleSweep(page) {
   let sweep = { key: null, ring: null, curves: [], done: false };
 
@@ -63,9 +66,12 @@ export function needleSweep(page) {
   };
 
   return {
-    /** Forgets every curve (the page's module has new data: the model's new run). */
-    reset() {
-      sweep = { key: null, ring: null, curves: [], done: false };
+    /**
+     * Gives the curves again to the page's module, which keeps them with the data they were
+     * given for: a new run of the model (another prompt) leaves the built-in facts as they were.
+     */
+    regive() {
+      give();
     },
     /**
      * The next case of the curves for the current settings (`model.needle_point`, a few
