@@ -91,8 +91,8 @@ for (const [key, values] of changes) {
 }
 // The same changes with section 5 off screen (section 3 shown): the model's quality waits for
 // the catch-up once the controls rest, so the frame pays for sections 1 to 4 only.
-const [onScreenFrames, quality, drawKl, text, policies, levers, allocation] = await Promise.all(
-  ['kvlab:frame', 'kvlab:model:quality', 'kvlab:draw:kl', 'kvlab:model:text', 'kvlab:model:policies',
+const [onScreenFrames, quality, answersMs, drawKl, text, policies, levers, allocation] = await Promise.all(
+  ['kvlab:frame', 'kvlab:model:quality', 'kvlab:model:answers', 'kvlab:draw:kl', 'kvlab:model:text', 'kvlab:model:policies',
     'kvlab:model:levers', 'kvlab:model:allocation'].map(entries),
 );
 await page.locator('#select').scrollIntoViewIfNeeded();
@@ -156,6 +156,7 @@ console.log(`kvlab model benchmark: prompt ${PROMPT.length} bytes (256 tokens: p
 line('run: click -> painted', runs, 150);
 line('control: input -> painted', onScreenFrames, 50);
 line('  model quality (engine)', quality);
+line('    of which the needle\'s answers', answersMs);
 line('  KL chart draw', drawKl);
 line('texts, 64 bytes x 3 caches', text, 200);
 line('policies table (9 runs)', policies);

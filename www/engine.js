@@ -62,7 +62,9 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
         quality.bytesFull / Math.max(1, quality.bytes));
       sweep.sync(current);
       // (the learner's fact answered with the headline: what section 5 shows first)
-      return { quality, needle: needle && needleBefore !== null ? answers() : undefined, ms: now() - t0 };
+      const t1 = now();
+      const asked = needle && needleBefore !== null ? answers() : undefined;
+      return { quality, needle: asked, ms: now() - t0, needleMs: asked ? now() - t1 : 0 };
     } catch (e) {
       return { error: plainError(e) };
     }

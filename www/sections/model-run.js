@@ -64,6 +64,8 @@ export function tookModel(model) {
   const parts = MODEL_PARTS.filter((p) => p !== 'needle' || (app.needle && !model.needle));
   // (the model's share of the engine's compute, for the benchmark: benches/model.mjs)
   performance.measure('kvlab:model:quality', { start: performance.now() - model.ms, duration: model.ms });
+  // (of which the needle's answers, when they came with it)
+  if (model.needleMs) performance.measure('kvlab:model:answers', { start: performance.now() - model.needleMs, duration: model.needleMs });
   window.clearTimeout(app.detailsTimer);
   const asked = app.model;
   const details = {};
