@@ -27,6 +27,10 @@ import { start } from './app/start.js';
 // URL first; with no query, the last view from this browser.
 const { query, restored } = startQuery();
 app.restored = restored;
+// Section 5 alone (`?embed=model`) carries its B, bits and method: put in place before the
+// controls are worded, ranged and bound, and only then (elsewhere one control has one label).
+const alone = $('#model-embed-template');
+if (new URLSearchParams(query).get('embed') === 'model') alone.replaceWith(alone.content.cloneNode(true));
 app.dark = window.matchMedia('(prefers-color-scheme: dark)').matches;
 // Figures are not live regions: an <output> is one (role status) by default, and a screen
 // reader would read out dozens of them at every move of a slider (#status says what happens).
