@@ -307,7 +307,7 @@ fn one_tensor_alone_is_used_and_the_rest_generated_at_its_t() {
     assert_eq!(lab.data().keys.row(0).map(|r| r[0]), Some(-7.0));
     assert!(
         d.description
-            .starts_with("uploaded: KV [T=50, d=6]: 50 tokens x 6 channels; generated: "),
+            .starts_with("uploaded: K [T=50, d=6]: 50 tokens x 6 channels; generated: "),
         "{}",
         d.description
     );
