@@ -1155,6 +1155,15 @@ bounds! {
     [auto] channel by channels, Limit::Below;
 }
 
+/// A bound a method sets that the others do not: `(method, key, by)`, `key` at most `by`
+/// while `method` is used. StreamingLLM keeps its `sinks` within the budget `B`
+/// (`select::streaming_llm` refuses more sinks than `B`); H2O and SnapKV read no sinks, so B
+/// may go below them there. On a switch to the method the page brings the setting down to its
+/// bound and says so beside it (`www/fields.js`'s `METHOD_BOUNDS`), so a switch never lands on a
+/// value the new method refuses. (Written for the page alone: the page's module carries none
+/// of it.)
+pub const METHOD_BOUNDS: &[(Method, &str, &str)] = &[(Method::Streaming, "sinks", "budget")];
+
 /// The fewest bits `scheme` takes ([`QuantConfig::bits_range`]): 2 symmetric, 1 asymmetric.
 /// The parser raises bits below it to it (a [`Repair::OutOfRange`] of the scheme's range),
 /// and the page's bits follow a scheme change the same way (`www/fields.js`'s `LEAST_BITS`).
