@@ -1155,6 +1155,44 @@ bounds! {
     [auto] channel by channels, Limit::Below;
 }
 
+/// The settings a section shown alone (`?embed=`) depends on, besides the data's (every
+/// setting whose change recomputes the section, by the table's "affects" column; section 4's
+/// `R_overall` and levers are computed on the data's breakdown: the settings that change both
+/// the budget and the quantization or the selection, and the index kind). The page states
+/// them in the embedded section (`www/fields.js`'s `EMBED_KEYS`), so a link's "these bits" are
+/// said. (Written for the page alone: the page's module carries none of it.)
+///
+/// ```
+/// use kvlab::state::{embed_keys, Embed};
+/// assert!(embed_keys(Embed::Together).contains(&"bits"));
+/// assert!(embed_keys(Embed::Together).contains(&"index"));
+/// assert!(!embed_keys(Embed::Together).contains(&"context"));
+/// assert!(embed_keys(Embed::Budget).contains(&"context"));
+/// ```
+pub fn embed_keys(embed: Embed) -> Vec<&'static str> {
+    let section = match embed {
+        Embed::Quant => Section::Quant,
+        Embed::Select => Section::Select,
+        Embed::Budget => Section::Budget,
+        Embed::Compare => Section::Compare,
+        Embed::Model => Section::Model,
+        Embed::Together => Section::Budget,
+    };
+    fields()
+        .into_iter()
+        .filter(|f| match f.affects {
+            Affects::Only(s) if embed == Embed::Together => {
+                f.key == "index"
+                    || (s.contains(&section)
+                        && (s.contains(&Section::Quant) || s.contains(&Section::Select)))
+            }
+            Affects::Only(s) => s.contains(&section),
+            Affects::Data | Affects::Page => false,
+        })
+        .map(|f| f.key)
+        .collect()
+}
+
 /// A bound a method sets that the others do not: `(method, key, by)`, `key` at most `by`
 /// while `method` is used. StreamingLLM keeps its `sinks` within the budget `B`
 /// (`select::streaming_llm` refuses more sinks than `B`); H2O and SnapKV read no sinks, so B
