@@ -42,8 +42,9 @@ test('LLaMA-65B, GPT-3 175B and Llama-3.1-405B at 128k with a batch of 1,024 are
 test('a model whose every layer slides fits any context: said with its window, compressed or not', async () => {
   const { page, problems } = await open(browser.context, urlWith({ model: 'mistral-7b-v0.1', context: 32768, lang: 'en' }));
   const said = 'any length (every layer slides: the cache stops at 4,096 tokens)';
-  // the per-token formula says why the cache is not 128 KiB x 32,768
-  assert.match(await page.locator('#f-bytes-fp').textContent(), /128\.0 KiB\s*\(32 of the 32 layers slide: they hold only the last 4,096 of the 32,768 tokens\)/);
+  // the note under the per-token formula says why the cache is not 128 KiB x 32,768
+  assert.match(await page.locator('#f-bytes-fp').textContent(), /128\.0 KiB\s*$/);
+  assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), /^Every layer slides: a layer holds only the last 4,096 of the 32,768 tokens, so at most 4,096 of the 8,192 kept/);
   assert.equal(await page.locator('[data-figure="context-fit"]').textContent(), said);
   assert.equal(await page.locator('[data-figure="context-fit-fp"]').textContent(), said);
   await page.getByRole('button', { name: 'Switch language' }).click();
@@ -51,7 +52,7 @@ test('a model whose every layer slides fits any context: said with its window, c
   await settle(page);
   assert.equal(await page.locator('[data-figure="context-fit"]').textContent(),
     '任意长度（每层都是滑动窗口：缓存在 4,096 个 token 处停止增长）');
-  assert.match(await page.locator('#f-bytes-fp').textContent(), /32 层中有 32 层使用滑动窗口：只保留 32,768 个 token 中的最后 4,096 个/);
+  assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), /^每一层都使用滑动窗口：每层只保留 32,768 个 token 中的最后 4,096 个/);
   assert.deepEqual(problems, []);
   await page.close();
 });
@@ -156,4 +157,43 @@ test('the extrapolation keeps the fraction or the number of tokens, as chosen an
   assert.equal(await said(), '保留 32,768 个 token 中的 128 个：与本数据相同的 128 个（B 是绝对数量，如 H2O 和 SnapKV）；4 位');
   assert.deepEqual(problems, []);
   await page.close();
+});
+
+// Issue 38, item 3: sliding layers hold, index and score only their window, and the page says
+// what the cache holds. Mistral at 128k said "32,768 of 131,072 tokens kept" while its cache
+// holds 4,096; Gemma-2-9B's formula line ran past its box at 1,400 px.
+test('sliding layers: the caption says what the cache holds; the note is under the formula, whole at 1,400 px and on a phone', async () => {
+  const cases = [
+    ['mistral-7b-v0.1', '32,768 of 131,072 tokens kept, the fraction this data keeps (128 of 512); 4 bits; every layer slides, so the cache holds 4,096 of them (its 4,096-token window)',
+      /^Every layer slides: a layer holds only the last 4,096 of the 131,072 tokens, so at most 4,096 of the 32,768 kept, and scores and indexes only those/],
+    ['gemma-2-9b', '32,768 of 131,072 tokens kept, the fraction this data keeps (128 of 512); 4 bits; the 21 sliding layers hold 4,096 of them (their 4,096-token window), the other 21 all 32,768',
+      /^21 of the 42 layers slide: they hold only the last 4,096 of the 131,072 tokens, so at most 4,096 of the 32,768 kept, and score and index only those; the other 21 layers hold all 32,768\.$/],
+    ['gemma-3-27b', '32,768 of 131,072 tokens kept, the fraction this data keeps (128 of 512); 4 bits; the 52 sliding layers hold 1,024 of them (their 1,024-token window), the other 10 all 32,768',
+      /^52 of the 62 layers slide/],
+  ];
+  for (const viewport of [{ width: 1400, height: 1000 }, { width: 390, height: 844 }]) {
+    const { context, close } = await launch({ viewport });
+    try {
+      for (const [model, caption, note] of cases) {
+        const { page, problems } = await open(context, urlWith({ model, context: 131072, lang: 'en' }));
+        assert.equal(await page.locator('[data-figure="kept-at-context"]').textContent(), caption);
+        assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), note);
+        // (on a desktop the per-token formula fits its box; a phone scrolls formulas sideways)
+        const cut = await page.evaluate(() => [...document.querySelectorAll('#f-bytes-fp')]
+          .filter((f) => f.scrollWidth > f.clientWidth + 1)
+          .map((f) => `${f.id}: ${f.scrollWidth} > ${f.clientWidth}`));
+        if (viewport.width >= 1400) assert.deepEqual(cut, [], `${model} at ${viewport.width} px`);
+        assert.ok(await page.locator('[data-figure="sliding-note"]').isVisible());
+        assert.deepEqual(problems, []);
+        await page.close();
+      }
+      // A model without sliding layers says no such thing.
+      const { page } = await open(context, urlWith({ model: 'llama-3-8b', context: 131072, lang: 'en' }));
+      assert.equal(await page.locator('[data-figure="sliding-note"]').isVisible(), false);
+      assert.doesNotMatch(await page.locator('[data-figure="kept-at-context"]').textContent(), /slide/);
+      await page.close();
+    } finally {
+      await close();
+    }
+  }
 });
