@@ -654,6 +654,20 @@ settings! {
     kv_heads: u64 = 8, Rule::Int(1, 1024), BUDGET;
     /// Custom model: head dimension.
     head_dim: u64 = 128, Rule::Int(1, 4096), BUDGET;
+    /// Custom model: query heads (per-query-head selection keeps a set, and a copy of K/V,
+    /// per query head).
+    q_heads: u64 = 32, Rule::Int(1, 4096), BUDGET;
+    /// Custom model: how many of the layers slide (hold only the last `sliding_window`
+    /// tokens), at most `layers`; `0` = none.
+    sliding_layers: u64 = 0, Rule::Int(0, 1024), BUDGET;
+    /// Custom model: the sliding layers' window, tokens.
+    sliding_window: u64 = 4096, Rule::Int(1, 1 << 22), BUDGET;
+    /// Custom model: MLA's compressed KV latent width per token per layer (`kv_lora_rank`,
+    /// DeepSeek: 512); `0` = not MLA (K and V per KV head).
+    mla_latent: u64 = 0, Rule::Int(0, 65536), BUDGET;
+    /// Custom model: MLA's decoupled RoPE key width stored beside the latent
+    /// (`qk_rope_head_dim`, DeepSeek: 64).
+    mla_rope: u64 = 0, Rule::Int(0, 4096), BUDGET;
     /// Custom model: bytes per full-precision element.
     fp_bytes: u64 = 2, Rule::Numbers(&[1, 2, 4]), BUDGET;
     /// Context length for the model extrapolation, tokens.
@@ -1730,6 +1744,11 @@ mod tests {
             layers: 3,
             kv_heads: 2,
             head_dim: 256,
+            q_heads: 6,
+            sliding_layers: 2,
+            sliding_window: 1024,
+            mla_latent: 512,
+            mla_rope: 64,
             fp_bytes: 4,
             context: 1 << 20,
             batch: 8,

@@ -197,3 +197,47 @@ test('sliding layers: the caption says what the cache holds; the note is under t
     }
   }
 });
+
+// Issue 38, item 2: the custom model takes query heads, a layer pattern and MLA, typed by
+// hand, and says its bytes per token; shown only for a custom model.
+test('a custom model by hand: query heads, sliding layers and MLA, with the per-token formula', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  const fields = ['Query heads', 'Sliding-window layers', 'Their window, tokens', 'MLA latent d_c', 'MLA RoPE key d_R'];
+  for (const label of fields) assert.equal(await page.getByLabel(label, { exact: true }).isVisible(), false, `${label}: custom only`);
+  await page.getByLabel('Model', { exact: true }).selectOption('custom');
+  await settle(page);
+  const type = async (label, value) => {
+    await page.getByLabel(label, { exact: true }).fill(String(value));
+    await page.getByLabel(label, { exact: true }).press('Enter');
+    await settle(page);
+  };
+  // Llama-3-70B by hand, per query head: 5,120 kept sets and 8 copies of K/V (the preset's).
+  for (const [label, v] of [['Layers L', 80], ['KV heads', 8], ['Query heads', 64], ['Head dim d_head', 128]]) await type(label, v);
+  await page.getByLabel('Selection scope', { exact: true }).selectOption('query-head');
+  await settle(page);
+  assert.equal(await page.locator('[data-figure="scope-copies"]').textContent(), '5,120 kept sets; the cache holds 8× K/V');
+  const custom70b = await figure(page, 'gib-final');
+  // Gemma-2-9B by hand: 42 layers, 21 sliding over 4,096.
+  for (const [label, v] of [['Layers L', 42], ['KV heads', 8], ['Query heads', 16], ['Head dim d_head', 256],
+    ['Sliding-window layers', 21], ['Their window, tokens', 4096], ['Context length', 131072]]) await type(label, v);
+  assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), /^21 of the 42 layers slide/);
+  const gemmaByHand = await figure(page, 'gib-fp');
+  // DeepSeek-V3 by hand: 61 layers of MLA, 512 + 64 a token a layer.
+  for (const [label, v] of [['Sliding-window layers', 0], ['Layers L', 61], ['KV heads', 128], ['Query heads', 128],
+    ['MLA latent d_c', 512], ['MLA RoPE key d_R', 64]]) await type(label, v);
+  assert.match(await page.locator('#f-bytes-fp').textContent(), /\(512\+64\)×2=.*68\.6 KiB/);
+  assert.equal(await page.locator('[data-figure="sliding-note"]').isVisible(), false);
+  const deepseekByHand = await figure(page, 'gib-fp');
+  // The presets say the same.
+  const presetOf = async (query) => {
+    const p = await open(browser.context, urlWith({ lang: 'en', ...query }));
+    const v = { final: await figure(p.page, 'gib-final'), fp: await figure(p.page, 'gib-fp') };
+    await p.page.close();
+    return v;
+  };
+  assert.equal((await presetOf({ model: 'llama-3-70b', scope: 'query-head' })).final, custom70b);
+  assert.equal((await presetOf({ model: 'gemma-2-9b', scope: 'query-head', context: 131072 })).fp, gemmaByHand);
+  assert.equal((await presetOf({ model: 'deepseek-v3-mla', scope: 'query-head', context: 131072 })).fp, deepseekByHand);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
