@@ -187,6 +187,8 @@ fn per_query_head_follows_the_custom_query_heads() {
 #[test]
 fn more_sliding_layers_than_layers_is_refused() {
     let parsed = Settings::from_query("model=custom&layers=4&sliding_layers=5");
-    let e = Lab::new(parsed.settings).err().expect("refused");
+    let Err(e) = Lab::new(parsed.settings) else {
+        panic!("5 sliding layers of 4 were counted");
+    };
     assert!(e.to_string().contains("sliding layers 5"), "{e}");
 }
