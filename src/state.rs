@@ -654,9 +654,10 @@ settings! {
     kv_heads: u64 = 8, Rule::Int(1, 1024), BUDGET;
     /// Custom model: head dimension.
     head_dim: u64 = 128, Rule::Int(1, 4096), BUDGET;
-    /// Custom model: query heads (per-query-head selection keeps a set, and a copy of K/V,
-    /// per query head).
-    q_heads: u64 = 32, Rule::Int(1, 4096), BUDGET;
+    /// Custom model: query heads, a multiple of the KV heads (per-query-head selection keeps
+    /// a set, and a copy of K/V, per query head); `0` = one per KV head (multi-head
+    /// attention, what a custom model was before it had this field).
+    q_heads: u64 = 0, Rule::Int(0, 4096), BUDGET;
     /// Custom model: how many of the layers slide (hold only the last `sliding_window`
     /// tokens), at most `layers`; `0` = none.
     sliding_layers: u64 = 0, Rule::Int(0, 1024), BUDGET;

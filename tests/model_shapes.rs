@@ -178,9 +178,21 @@ fn per_query_head_follows_the_custom_query_heads() {
     assert_eq!(custom.selection_copies, 80 * 64);
     assert_eq!(custom.kv_copy_factor, 8);
     assert_eq!(custom.model_gib_final, preset.model_gib_final);
-    // One query head a KV head (multi-head attention): no copies.
-    let mha = lab_at("model=custom&layers=80&kv_heads=8&q_heads=8&head_dim=128&scope=query-head");
-    assert_eq!((mha.selection_copies, mha.kv_copy_factor), (80 * 8, 1));
+    // One query head a KV head (multi-head attention): no copies; 0 says the same, as a custom
+    // model without query heads (a link made before the field) does.
+    for q in ["&q_heads=8", "&q_heads=0", ""] {
+        let mha = lab_at(&format!(
+            "model=custom&layers=80&kv_heads=8&head_dim=128&scope=query-head{q}"
+        ));
+        assert_eq!(
+            (mha.selection_copies, mha.kv_copy_factor),
+            (80 * 8, 1),
+            "{q}"
+        );
+    }
+    // A custom model whose KV heads change alone stays counted (LLaMA-65B: 64 KV heads).
+    let llama65 = lab_at("model=custom&layers=80&kv_heads=64&head_dim=128");
+    assert_eq!(llama65.model.n_heads, 64);
 }
 
 /// A custom model with more sliding layers than layers is refused by name, not counted.

@@ -74,7 +74,11 @@ pub fn model_of(s: &Settings) -> ModelConfig {
         name: "custom".into(),
         layers: s.layers,
         n_kv_heads: s.kv_heads,
-        n_heads: s.q_heads,
+        n_heads: if s.q_heads == 0 {
+            s.kv_heads
+        } else {
+            s.q_heads
+        },
         d_head: s.head_dim,
         fp_bytes: s.fp_bytes,
         mla_latent: (s.mla_latent > 0).then_some(s.mla_latent + s.mla_rope),
