@@ -13,7 +13,6 @@ let browser;
 before(async () => { browser = await launch(); });
 after(async () => { await browser?.close(); });
 
-const METHODS = ['h2o', 'snapkv', 'streaming'];
 const T = 512;
 const R = 32;
 const SINKS = 4;
@@ -43,58 +42,67 @@ async function shown(page) {
   });
 }
 
+/** Checks section 3 after switching `from` -> `to` at `budget` with `sinks` before the switch. */
+async function checkSwitch(page, from, to, budget, sinks) {
+  await choose(page, 'Method', to);
+  await settle(page);
+  const s = await shown(page);
+  const where = `${from} -> ${to} at B = ${budget}`;
+  assert.equal(s.select, to, `${where}: the select shows the new method`);
+  assert.equal(s.mirror, to, `${where}: the page's style follows it`);
+  assert.equal(s.recent, to !== 'streaming', `${where}: the recent window shown iff the method reads it`);
+  assert.equal(s.sinks, to === 'streaming', `${where}: the sinks shown iff the method reads them`);
+  assert.equal(s.window, to === 'snapkv', `${where}: the observation window shown iff SnapKV`);
+  assert.equal(s.budgetNote, to === 'streaming', `${where}: B's note shown iff StreamingLLM`);
+  assert.equal(await figure(page, 'kept-count'), budget, `${where}: B tokens kept`);
+  const [heavy, recent, sinkCount] = (await figureText(page, 'roles')).split('/').map(Number);
+  const used = Math.min(sinks, budget);
+  if (to === 'streaming') {
+    assert.deepEqual([heavy, sinkCount], [0, used], `${where}: sinks and recent only`);
+    assert.equal(recent, budget - used);
+    assert.match(s.keep, new RegExp(`s = ${used}`), `${where}: the kept-set formula is StreamingLLM's`);
+    assert.equal(s.sinksValue, String(used), `${where}: the sinks field shows the sinks in use`);
+    assert.equal(await page.locator('[data-figure="budget-min"]').textContent(),
+      `StreamingLLM keeps the ${used} sinks: B starts at ${Math.max(1, used)}`);
+    if (sinks > budget) {
+      // Brought into range, said beside the sinks in words; nothing else refused.
+      assert.deepEqual(s.errors, [{ key: 'sinks', text: `StreamingLLM keeps its sinks within B: ${sinks} sinks do not fit in B = ${budget}, so the sinks are set to ${budget}` }], where);
+      assert.match(page.url(), new RegExp(`sinks=${budget}(&|$)`), `${where}: the link carries the sinks in use`);
+    } else {
+      assert.deepEqual(s.errors, [], `${where}: nothing said`);
+    }
+  } else {
+    assert.equal(sinkCount, 0, `${where}: no sinks`);
+    assert.equal(heavy + recent, budget);
+    assert.doesNotMatch(s.keep, /s = /, `${where}: the kept-set formula is TopK's`);
+    assert.match(s.keep, /TopK/);
+    assert.deepEqual(s.errors, [], `${where}: nothing refused`);
+  }
+  assert.equal(/snap/.test(s.score), to === 'snapkv', `${where}: the score formula is the method's`);
+  assert.equal(/ignores it/.test(s.score), to === 'streaming', `${where}: the score formula is the method's`);
+  if (to === 'h2o') assert.doesNotMatch(page.url(), /method=/, `${where}: the link has the default method`);
+  else assert.match(page.url(), new RegExp(`method=${to}(&|$)`), `${where}: the link has the method`);
+  return used;
+}
+
+/**
+ * Every ordered pair of methods in one walk: h2o -> streaming -> snapkv -> h2o -> snapkv ->
+ * streaming -> h2o (StreamingLLM entered from H2O first, with the linked sinks); and, where B is
+ * below the sinks, StreamingLLM entered from SnapKV with them too, on a second page.
+ */
+const WALK = ['h2o', 'streaming', 'snapkv', 'h2o', 'snapkv', 'streaming', 'h2o'];
+
 for (const budget of [1, 2, R, T]) {
-  test(`a method switch at B = ${budget} lands in the new method, whole`, async () => {
-    const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
-    for (const from of METHODS) {
-      for (const to of METHODS.filter((m) => m !== from)) {
-        // (StreamingLLM at B takes at most B sinks: its B starts at them)
-        const sinks = from === 'streaming' ? Math.min(SINKS, budget) : SINKS;
-        await navigate(page, urlWith({ lang: 'en', method: from, budget, sinks }));
-        await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
-        await settle(page);
-        const before = await shown(page);
-        assert.equal(before.select, from, `${from} at B = ${budget} opens as linked`);
-        assert.deepEqual(before.errors, [], `${from} at B = ${budget}: nothing refused before the switch`);
-        await choose(page, 'Method', to);
-        await settle(page);
-        const s = await shown(page);
-        const where = `${from} -> ${to} at B = ${budget}`;
-        assert.equal(s.select, to, `${where}: the select shows the new method`);
-        assert.equal(s.mirror, to, `${where}: the page's style follows it`);
-        assert.equal(s.recent, to !== 'streaming', `${where}: the recent window shown iff the method reads it`);
-        assert.equal(s.sinks, to === 'streaming', `${where}: the sinks shown iff the method reads them`);
-        assert.equal(s.window, to === 'snapkv', `${where}: the observation window shown iff SnapKV`);
-        assert.equal(s.budgetNote, to === 'streaming', `${where}: B's note shown iff StreamingLLM`);
-        assert.equal(await figure(page, 'kept-count'), budget, `${where}: B tokens kept`);
-        const [heavy, recent, sinkCount] = (await figureText(page, 'roles')).split('/').map(Number);
-        const used = Math.min(sinks, budget);
-        if (to === 'streaming') {
-          assert.deepEqual([heavy, sinkCount], [0, used], `${where}: sinks and recent only`);
-          assert.equal(recent, budget - used);
-          assert.match(s.keep, new RegExp(`s = ${used}`), `${where}: the kept-set formula is StreamingLLM's`);
-          assert.equal(s.sinksValue, String(used), `${where}: the sinks field shows the sinks in use`);
-          assert.equal(await page.locator('[data-figure="budget-min"]').textContent(),
-            `StreamingLLM keeps the ${used} sinks: B starts at ${Math.max(1, used)}`);
-          if (sinks > budget) {
-            // Brought into range, said beside the sinks in words; nothing else refused.
-            assert.deepEqual(s.errors, [{ key: 'sinks', text: `StreamingLLM keeps its sinks within B: ${sinks} sinks do not fit in B = ${budget}, so the sinks are set to ${budget}` }], where);
-            assert.match(page.url(), new RegExp(`sinks=${budget}(&|$)`), `${where}: the link carries the sinks in use`);
-          } else {
-            assert.deepEqual(s.errors, [], `${where}: nothing said`);
-          }
-        } else {
-          assert.equal(sinkCount, 0, `${where}: no sinks`);
-          assert.equal(heavy + recent, budget);
-          assert.doesNotMatch(s.keep, /s = /, `${where}: the kept-set formula is TopK's`);
-          assert.match(s.keep, /TopK/);
-          assert.deepEqual(s.errors, [], `${where}: nothing refused`);
-        }
-        assert.equal(/snap/.test(s.score), to === 'snapkv', `${where}: the score formula is the method's`);
-        assert.equal(/ignores it/.test(s.score), to === 'streaming', `${where}: the score formula is the method's`);
-        if (to === 'h2o') assert.doesNotMatch(page.url(), /method=/, `${where}: the link has the default method`);
-        else assert.match(page.url(), new RegExp(`method=${to}(&|$)`), `${where}: the link has the method`);
-      }
+  test(`a method switch at B = ${budget} lands in the new method, whole: every method from every other`, async () => {
+    const { page, problems } = await open(browser.context, urlWith({ lang: 'en', budget, sinks: SINKS }));
+    assert.deepEqual((await shown(page)).errors, [], 'nothing refused before the switches');
+    let sinks = SINKS;
+    for (let i = 1; i < WALK.length; i += 1) sinks = await checkSwitch(page, WALK[i - 1], WALK[i], budget, sinks);
+    if (SINKS > budget) {
+      await navigate(page, urlWith({ lang: 'en', method: 'snapkv', budget, sinks: SINKS }));
+      await page.locator('body[data-state="ready"]').waitFor({ timeout: 30_000 });
+      await settle(page);
+      await checkSwitch(page, 'snapkv', 'streaming', budget, SINKS);
     }
     assert.deepEqual(problems, []);
     await page.close();
