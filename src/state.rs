@@ -676,6 +676,21 @@ settings! {
     kv_heads: u64 = 8, Rule::Int(1, 1024), BUDGET;
     /// Custom model: head dimension.
     head_dim: u64 = 128, Rule::Int(1, 4096), BUDGET;
+    /// Custom model: query heads, a multiple of the KV heads (per-query-head selection keeps
+    /// a set, and a copy of K/V, per query head); `0` = one per KV head (multi-head
+    /// attention, what a custom model was before it had this field).
+    q_heads: u64 = 0, Rule::Int(0, 4096), BUDGET;
+    /// Custom model: how many of the layers slide (hold only the last `sliding_window`
+    /// tokens), at most `layers`; `0` = none.
+    sliding_layers: u64 = 0, Rule::Int(0, 1024), BUDGET;
+    /// Custom model: the sliding layers' window, tokens.
+    sliding_window: u64 = 4096, Rule::Int(1, 1 << 22), BUDGET;
+    /// Custom model: MLA's compressed KV latent width per token per layer (`kv_lora_rank`,
+    /// DeepSeek: 512); `0` = not MLA (K and V per KV head).
+    mla_latent: u64 = 0, Rule::Int(0, 65536), BUDGET;
+    /// Custom model: MLA's decoupled RoPE key width stored beside the latent
+    /// (`qk_rope_head_dim`, DeepSeek: 64).
+    mla_rope: u64 = 0, Rule::Int(0, 4096), BUDGET;
     /// Custom model: bytes per full-precision element.
     fp_bytes: u64 = 2, Rule::Numbers(&[1, 2, 4]), BUDGET;
     /// Context length for the model extrapolation, tokens.
@@ -1176,6 +1191,53 @@ bounds! {
     skewed by channels, Limit::AtMost;
     [auto] channel by channels, Limit::Below;
 }
+
+/// The settings a section shown alone (`?embed=`) depends on, besides the data's (every
+/// setting whose change recomputes the section, by the table's "affects" column; section 4's
+/// `R_overall` and levers are computed on the data's breakdown: the settings that change both
+/// the budget and the quantization or the selection, and the index kind). The page states
+/// them in the embedded section (`www/fields.js`'s `EMBED_KEYS`), so a link's "these bits" are
+/// said. (Written for the page alone: the page's module carries none of it.)
+///
+/// ```
+/// use kvlab::state::{embed_keys, Embed};
+/// assert!(embed_keys(Embed::Together).contains(&"bits"));
+/// assert!(embed_keys(Embed::Together).contains(&"index"));
+/// assert!(!embed_keys(Embed::Together).contains(&"context"));
+/// assert!(embed_keys(Embed::Budget).contains(&"context"));
+/// ```
+pub fn embed_keys(embed: Embed) -> Vec<&'static str> {
+    let section = match embed {
+        Embed::Quant => Section::Quant,
+        Embed::Select => Section::Select,
+        Embed::Budget => Section::Budget,
+        Embed::Compare => Section::Compare,
+        Embed::Model => Section::Model,
+        Embed::Together => Section::Budget,
+    };
+    fields()
+        .into_iter()
+        .filter(|f| match f.affects {
+            Affects::Only(s) if embed == Embed::Together => {
+                f.key == "index"
+                    || (s.contains(&section)
+                        && (s.contains(&Section::Quant) || s.contains(&Section::Select)))
+            }
+            Affects::Only(s) => s.contains(&section),
+            Affects::Data | Affects::Page => false,
+        })
+        .map(|f| f.key)
+        .collect()
+}
+
+/// A bound a method sets that the others do not: `(method, key, by)`, `key` at most `by`
+/// while `method` is used. StreamingLLM keeps its `sinks` within the budget `B`
+/// (`select::streaming_llm` refuses more sinks than `B`); H2O and SnapKV read no sinks, so B
+/// may go below them there. On a switch to the method the page brings the setting down to its
+/// bound and says so beside it (`www/fields.js`'s `METHOD_BOUNDS`), so a switch never lands on a
+/// value the new method refuses. (Written for the page alone: the page's module carries none
+/// of it.)
+pub const METHOD_BOUNDS: &[(Method, &str, &str)] = &[(Method::Streaming, "sinks", "budget")];
 
 /// The fewest bits `scheme` takes ([`QuantConfig::bits_range`]): 2 symmetric, 1 asymmetric.
 /// The parser raises bits below it to it (a [`Repair::OutOfRange`] of the scheme's range),
@@ -1705,6 +1767,11 @@ mod tests {
             layers: 3,
             kv_heads: 2,
             head_dim: 256,
+            q_heads: 6,
+            sliding_layers: 2,
+            sliding_window: 1024,
+            mla_latent: 512,
+            mla_rope: 64,
             fp_bytes: 4,
             context: 1 << 20,
             batch: 8,

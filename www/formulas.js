@@ -91,22 +91,21 @@ export const FORMULAS = {
   },
   'f-bytes-fp': (f, s, tr) => {
     const m = f.budget.model;
+    // (a custom MLA model's latent and RoPE key, as its fields give them: (d_c + d_R))
+    const paren = (...xs) => row(mo('('), ...xs, mo(')'));
+    const split = s.model === 'custom' && s.mla_latent > 0 && s.mla_rope > 0;
+    const width = split
+      ? [paren(sub(mi('d'), mi('c')), mo('+'), sub(mi('d'), mi('R'))), paren(mn(s.mla_latent), mo('+'), mn(s.mla_rope))]
+      : [sub(mi('d'), mi('latent')), mn(m.mla_latent)];
     const terms = m.mla_latent
-      ? [mi('L'), mo('×'), sub(mi('d'), mi('latent')), mo('×'), sub('s', 'fp'), eq(),
-        mn(m.layers), mo('×'), mn(m.mla_latent), mo('×'), mn(m.fp_bytes)]
+      ? [mi('L'), mo('×'), width[0], mo('×'), sub('s', 'fp'), eq(),
+        mn(m.layers), mo('×'), width[1], mo('×'), mn(m.fp_bytes)]
       : [mn(2), mo('×'), mi('L'), mo('×'), sub(mi('n'), mi('kv')), mo('×'), sub(mi('d'), mi('head')),
         mo('×'), sub('s', 'fp'), eq(), mn(2), mo('×'), mn(m.layers), mo('×'), mn(m.n_kv_heads),
         mo('×'), mn(m.d_head), mo('×'), mn(m.fp_bytes)];
-    // Sliding layers hold only the window: said here, where the per-token bytes would
-    // otherwise be multiplied by the whole context (Mistral: 128 KiB x 32,768 = 4 GiB beside a
-    // bar of 0.5 GiB).
-    const slide = m.sliding && m.sliding.layers > 0 && s.context > m.sliding.window
-      ? [gap(), mtext(`(${fill(tr('formula.sliding'), {
-        n: m.sliding.layers, L: m.layers, w: m.sliding.window.toLocaleString('en'), T: s.context.toLocaleString('en'),
-      })})`)]
-      : [];
+    // (sliding layers hold only their window: said under the formula, sections/budget.js)
     return math(sub(mi('bytes'), row(mi('token'), mo(','), mi('fp'))), eq(), ...terms, eq(),
-      mtext(bytes(f.budget.extrapolated.bytes_token_fp)), ...slide);
+      mtext(bytes(f.budget.extrapolated.bytes_token_fp)));
   },
   'f-scale': (f, s, tr) => {
     const q = f.quant;

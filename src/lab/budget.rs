@@ -68,15 +68,24 @@ pub fn model_of(s: &Settings) -> ModelConfig {
             return m;
         }
     }
+    // (MLA stores its latent and its RoPE key, `(d_c + d_R)` a token a layer; sliding layers
+    // hold their window)
     ModelConfig {
         name: "custom".into(),
         layers: s.layers,
         n_kv_heads: s.kv_heads,
-        n_heads: s.kv_heads,
+        n_heads: if s.q_heads == 0 {
+            s.kv_heads
+        } else {
+            s.q_heads
+        },
         d_head: s.head_dim,
         fp_bytes: s.fp_bytes,
-        mla_latent: None,
-        sliding: None,
+        mla_latent: (s.mla_latent > 0).then_some(s.mla_latent + s.mla_rope),
+        sliding: (s.sliding_layers > 0).then_some(crate::budget::SlidingWindow {
+            layers: s.sliding_layers,
+            window: s.sliding_window,
+        }),
     }
 }
 

@@ -307,7 +307,7 @@ fn one_tensor_alone_is_used_and_the_rest_generated_at_its_t() {
     assert_eq!(lab.data().keys.row(0).map(|r| r[0]), Some(-7.0));
     assert!(
         d.description
-            .starts_with("uploaded: KV [T=50, d=6]: 50 tokens x 6 channels; generated: "),
+            .starts_with("uploaded: K [T=50, d=6]: 50 tokens x 6 channels; generated: "),
         "{}",
         d.description
     );
@@ -1497,4 +1497,46 @@ fn section_5_asks_the_model_for_the_settings_compression_and_every_policy() {
         (first.keep, first.keys, first.values),
         (Keep::DropFirst, None, None)
     );
+}
+
+/// `state::METHOD_BOUNDS` is the selection's own rule: under each row's method the lab
+/// refuses the setting one above its bound (naming that setting) and takes it at the bound,
+/// while the other methods take it above (the page's method switch relies on both).
+#[test]
+fn method_bounds_are_the_selections_own() {
+    use crate::state::{Method, METHOD_BOUNDS};
+    let get = |s: &Settings, key: &str| match key {
+        "sinks" => s.sinks,
+        "budget" => s.budget,
+        _ => panic!("a METHOD_BOUNDS row names {key}: teach this test to read it"),
+    };
+    let set = |s: &mut Settings, key: &str, v: usize| match key {
+        "sinks" => s.sinks = v,
+        "budget" => s.budget = v,
+        _ => panic!("a METHOD_BOUNDS row names {key}: teach this test to set it"),
+    };
+    assert!(!METHOD_BOUNDS.is_empty());
+    for &(method, key, by) in METHOD_BOUNDS {
+        for bound in [1, 2, 4, 16] {
+            let mut s = Settings { method, ..small() };
+            set(&mut s, by, bound);
+            set(&mut s, key, bound + 1);
+            let mut lab = Lab::new(small()).expect("lab");
+            match lab.update(&s) {
+                Err(e) => assert_eq!(e.field(), key, "{e}"),
+                Ok(_) => panic!("{method:?} took {key} {} above {by} {bound}", bound + 1),
+            }
+            set(&mut s, key, bound);
+            lab.update(&s).expect("at the bound");
+            assert_eq!(get(&s, key), bound);
+            for other in [Method::H2o, Method::Snapkv, Method::Streaming] {
+                if other == method {
+                    continue;
+                }
+                set(&mut s, key, bound + 1);
+                s.method = other;
+                lab.update(&s).expect("another method reads no such bound");
+            }
+        }
+    }
 }

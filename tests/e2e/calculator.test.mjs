@@ -3,7 +3,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, open, urlWith, figure, settle } from './helpers.mjs';
+import { launch, open, urlWith, figure, settle, setNumber } from './helpers.mjs';
 
 let browser;
 before(async () => { browser = await launch(); });
@@ -42,8 +42,9 @@ test('LLaMA-65B, GPT-3 175B and Llama-3.1-405B at 128k with a batch of 1,024 are
 test('a model whose every layer slides fits any context: said with its window, compressed or not', async () => {
   const { page, problems } = await open(browser.context, urlWith({ model: 'mistral-7b-v0.1', context: 32768, lang: 'en' }));
   const said = 'any length (every layer slides: the cache stops at 4,096 tokens)';
-  // the per-token formula says why the cache is not 128 KiB x 32,768
-  assert.match(await page.locator('#f-bytes-fp').textContent(), /128\.0 KiB\s*\(32 of the 32 layers slide: they hold only the last 4,096 of the 32,768 tokens\)/);
+  // the note under the per-token formula says why the cache is not 128 KiB x 32,768
+  assert.match(await page.locator('#f-bytes-fp').textContent(), /128\.0 KiB\s*$/);
+  assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), /^Every layer slides: a layer holds only the last 4,096 of the 32,768 tokens, so at most 4,096 of the 8,192 kept/);
   assert.equal(await page.locator('[data-figure="context-fit"]').textContent(), said);
   assert.equal(await page.locator('[data-figure="context-fit-fp"]').textContent(), said);
   await page.getByRole('button', { name: 'Switch language' }).click();
@@ -51,7 +52,7 @@ test('a model whose every layer slides fits any context: said with its window, c
   await settle(page);
   assert.equal(await page.locator('[data-figure="context-fit"]').textContent(),
     '任意长度（每层都是滑动窗口：缓存在 4,096 个 token 处停止增长）');
-  assert.match(await page.locator('#f-bytes-fp').textContent(), /32 层中有 32 层使用滑动窗口：只保留 32,768 个 token 中的最后 4,096 个/);
+  assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), /^每一层都使用滑动窗口：每层只保留 32,768 个 token 中的最后 4,096 个/);
   assert.deepEqual(problems, []);
   await page.close();
 });
@@ -154,6 +155,88 @@ test('the extrapolation keeps the fraction or the number of tokens, as chosen an
   await page.waitForFunction(() => document.documentElement.lang === 'zh-CN');
   await settle(page);
   assert.equal(await said(), '保留 32,768 个 token 中的 128 个：与本数据相同的 128 个（B 是绝对数量，如 H2O 和 SnapKV）；4 位');
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
+// Issue 38, item 3: sliding layers hold, index and score only their window, and the page says
+// what the cache holds. Mistral at 128k said "32,768 of 131,072 tokens kept" while its cache
+// holds 4,096; Gemma-2-9B's formula line ran past its box at 1,400 px.
+test('sliding layers: the caption says what the cache holds; the note is under the formula, whole at 1,400 px and on a phone', async () => {
+  const cases = [
+    ['mistral-7b-v0.1', '32,768 of 131,072 tokens kept, the fraction this data keeps (128 of 512); 4 bits; every layer slides, so the cache holds 4,096 of them (its 4,096-token window)',
+      /^Every layer slides: a layer holds only the last 4,096 of the 131,072 tokens, so at most 4,096 of the 32,768 kept, and scores and indexes only those/],
+    ['gemma-2-9b', '32,768 of 131,072 tokens kept, the fraction this data keeps (128 of 512); 4 bits; the 21 sliding layers hold 4,096 of them (their 4,096-token window), the other 21 all 32,768',
+      /^21 of the 42 layers slide: they hold only the last 4,096 of the 131,072 tokens, so at most 4,096 of the 32,768 kept, and score and index only those; the other 21 layers hold all 32,768\.$/],
+    ['gemma-3-27b', '32,768 of 131,072 tokens kept, the fraction this data keeps (128 of 512); 4 bits; the 52 sliding layers hold 1,024 of them (their 1,024-token window), the other 10 all 32,768',
+      /^52 of the 62 layers slide/],
+  ];
+  // (one page at 1,400 px, the model switched as a person would; a phone for the widest case)
+  for (const [viewport, models] of [[{ width: 1400, height: 1000 }, cases], [{ width: 390, height: 844 }, cases.slice(1, 2)]]) {
+    const { context, close } = await launch({ viewport });
+    try {
+      const { page, problems } = await open(context, urlWith({ context: 131072, lang: 'en' }));
+      // A model without sliding layers says no such thing.
+      assert.equal(await page.locator('[data-figure="sliding-note"]').isVisible(), false);
+      assert.doesNotMatch(await page.locator('[data-figure="kept-at-context"]').textContent(), /slide/);
+      for (const [model, caption, note] of models) {
+        await page.getByLabel('Model', { exact: true }).selectOption(model);
+        await settle(page);
+        assert.equal(await page.locator('[data-figure="kept-at-context"]').textContent(), caption);
+        assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), note);
+        assert.ok(await page.locator('[data-figure="sliding-note"]').isVisible());
+        // (on a desktop the per-token formula fits its box; a phone scrolls formulas sideways)
+        const f = await page.locator('#f-bytes-fp').evaluate((el) => [el.scrollWidth, el.clientWidth]);
+        if (viewport.width >= 1400) assert.ok(f[0] <= f[1] + 1, `${model} at ${viewport.width} px: ${f}`);
+      }
+      assert.deepEqual(problems, []);
+      await page.close();
+    } finally {
+      await close();
+    }
+  }
+});
+
+// Issue 38, item 2: the custom model takes query heads, a layer pattern and MLA, typed by
+// hand, and says its bytes per token; shown only for a custom model.
+test('a custom model by hand: query heads, sliding layers and MLA, with the per-token formula', async () => {
+  const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
+  const fields = ['Query heads', 'Sliding-window layers', 'Their window, tokens', 'MLA latent d_c', 'MLA RoPE key d_R'];
+  for (const label of fields) assert.equal(await page.getByLabel(label, { exact: true }).isVisible(), false, `${label}: custom only`);
+  await page.getByLabel('Model', { exact: true }).selectOption('custom');
+  await settle(page);
+  const type = async (label, value) => {
+    await page.getByLabel(label, { exact: true }).fill(String(value));
+    await page.getByLabel(label, { exact: true }).press('Enter');
+    await settle(page);
+  };
+  // Llama-3-70B by hand, per query head: 5,120 kept sets and 8 copies of K/V (the preset's).
+  for (const [label, v] of [['Layers L', 80], ['KV heads', 8], ['Query heads', 64], ['Head dim d_head', 128]]) await type(label, v);
+  await page.getByLabel('Selection scope', { exact: true }).selectOption('query-head');
+  await settle(page);
+  assert.equal(await page.locator('[data-figure="scope-copies"]').textContent(), '5,120 kept sets; the cache holds 8× K/V');
+  const custom70b = await figure(page, 'gib-final');
+  // Gemma-2-9B by hand: 42 layers, 21 sliding over 4,096.
+  for (const [label, v] of [['Layers L', 42], ['KV heads', 8], ['Query heads', 16], ['Head dim d_head', 256],
+    ['Sliding-window layers', 21], ['Their window, tokens', 4096], ['Context length', 131072]]) await type(label, v);
+  assert.match(await page.locator('[data-figure="sliding-note"]').textContent(), /^21 of the 42 layers slide/);
+  const gemmaByHand = await figure(page, 'gib-fp');
+  // DeepSeek-V3 by hand: 61 layers of MLA, 512 + 64 a token a layer.
+  for (const [label, v] of [['Sliding-window layers', 0], ['Layers L', 61], ['KV heads', 128], ['Query heads', 128],
+    ['MLA latent d_c', 512], ['MLA RoPE key d_R', 64]]) await type(label, v);
+  assert.match(await page.locator('#f-bytes-fp').textContent(), /\(512\+64\)×2=.*68\.6 KiB/);
+  assert.equal(await page.locator('[data-figure="sliding-note"]').isVisible(), false);
+  const deepseekByHand = await figure(page, 'gib-fp');
+  // The presets say the same (chosen on the same page).
+  const presetOf = async (model) => {
+    await page.getByLabel('Model', { exact: true }).selectOption(model);
+    await settle(page);
+    return { final: await figure(page, 'gib-final'), fp: await figure(page, 'gib-fp') };
+  };
+  assert.equal((await presetOf('deepseek-v3-mla')).fp, deepseekByHand);
+  assert.equal((await presetOf('gemma-2-9b')).fp, gemmaByHand);
+  await setNumber(page, 'Context length', 32768);
+  assert.equal((await presetOf('llama-3-70b')).final, custom70b);
   assert.deepEqual(problems, []);
   await page.close();
 });

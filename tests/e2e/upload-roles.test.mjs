@@ -77,7 +77,7 @@ test('keys alone are keys (not refused as attention); values alone are values', 
   assert.deepEqual(await selected(page), ['', 'x.npy::x.npy', '']);
   assert.match(await roles(page), /^attention: none fits, generated · keys: x\.npy \[50, 16\], the one tensor left · values: none fits, generated$/);
   await useThem(page);
-  assert.equal(await description(page), 'uploaded: KV [T=50, d=16]: 50 tokens x 16 channels; '
+  assert.equal(await description(page), 'uploaded: K [T=50, d=16]: 50 tokens x 16 channels; '
     + 'generated: heavy-hitters attention S=50 x T=50; V T=50 x d=16 (0 skewed channels), seed 1');
   assert.equal(await page.locator('.error:not([hidden])').count(), 0, 'no refusal');
   assert.equal(await figure(page, 'kept-count'), 20);
@@ -86,7 +86,7 @@ test('keys alone are keys (not refused as attention); values alone are values', 
   assert.deepEqual(await selected(page), ['', '', 'v.npy::v.npy'], 'the name says values');
   assert.match(await roles(page), /values: v\.npy \[30, 8\], the name says values/);
   await useThem(page);
-  assert.match(await description(page), /^uploaded: V: KV \[T=30, d=8\]: 30 tokens x 8 channels; generated: heavy-hitters attention S=30 x T=30; K T=30 x d=8 \(4 outlier channels, 0 skewed\), seed 1$/);
+  assert.match(await description(page), /^uploaded: V \[T=30, d=8\]: 30 tokens x 8 channels; generated: heavy-hitters attention S=30 x T=30; K T=30 x d=8 \(4 outlier channels, 0 skewed\), seed 1$/);
   assert.deepEqual(problems, []);
 });
 
@@ -123,7 +123,7 @@ test('attention and keys with neutral names are matched by shape, in either orde
     assert.doesNotMatch(await roles(page), /Check:/, 'nothing ambiguous');
   }
   await useThem(page);
-  assert.match(await description(page), /^uploaded: attention \[S=8, T=50\]: 8 query steps over 50 tokens; KV \[T=50, d=16\]: 50 tokens x 16 channels; generated: V T=50 x d=16/);
+  assert.match(await description(page), /^uploaded: attention \[S=8, T=50\]: 8 query steps over 50 tokens; K \[T=50, d=16\]: 50 tokens x 16 channels; generated: V T=50 x d=16/);
 
   // Two tensors that could each be K or V: the order decides, and the page says what to check.
   await pick(page, [file('x.npy', npy([50, 16], kv(50, 16, 1)))], 'Add files');
@@ -145,7 +145,7 @@ test('a second pick replaces the files listed; Add files adds; Remove removes on
   const options = await page.locator('#up-attention option').evaluateAll((os) => os.map((o) => o.value));
   assert.deepEqual(options, ['', 'k.npy::k.npy']);
   await useThem(page);
-  assert.match(await description(page), /^uploaded: KV \[T=20, d=4\]/, '"Use" uses the new pick');
+  assert.match(await description(page), /^uploaded: K \[T=20, d=4\]/, '"Use" uses the new pick');
 
   await pick(page, [file('a.npy', npy([8, 20], attention(8, 20)))], 'Add files');
   assert.deepEqual(await listed(), ['k.npy', 'a.npy']);
@@ -158,7 +158,7 @@ test('a second pick replaces the files listed; Add files adds; Remove removes on
   await pick(page, [file('broken.npy', Buffer.from('not a numpy file'))]);
   assert.deepEqual(await listed(), ['a.npy']);
   assert.ok(await page.locator('#file').locator('xpath=..').locator('.error').isVisible());
-  assert.match(await description(page), /^uploaded: KV \[T=20, d=4\]/, 'the data in use stays');
+  assert.match(await description(page), /^uploaded: K \[T=20, d=4\]/, 'the data in use stays');
   assert.deepEqual(problems, []);
 });
 
@@ -185,8 +185,8 @@ test('a Hugging Face capture: batch of 1 dropped, cache names give K and V of on
   await useThem(page);
   assert.equal(await page.locator('.error:not([hidden])').count(), 0, 'no refusal');
   assert.equal(await description(page), 'uploaded: attention [H=2, T=8, T=8]: head 0 of 2 (heads 0 to 1); full causal matrix; '
-    + 'the last rows are the observation window; KV [H=2, T=8, d=4]: head 0 of 2 (heads 0 to 1); 8 tokens x 4 channels; '
-    + 'V: KV [H=2, T=8, d=4]: head 0 of 2 (heads 0 to 1); 8 tokens x 4 channels');
+    + 'the last rows are the observation window; K [H=2, T=8, d=4]: head 0 of 2 (heads 0 to 1); 8 tokens x 4 channels; '
+    + 'V [H=2, T=8, d=4]: head 0 of 2 (heads 0 to 1); 8 tokens x 4 channels');
   assert.deepEqual(problems, []);
 });
 
@@ -228,7 +228,7 @@ test('warnings show before Use and go when fixed; a tensor in two roles is refus
   await settle(page);
   assert.equal(await useError.textContent(), 'k.npy 不能同时作为 Key 和 Value：请另选张量，或选“无”生成 Value');
   assert.match(await roles(page), /^注意力：attn\.npy \[8, 50\]，名字表明是注意力，非负，但并非每行之和都为 1 · Key：k\.npy \[50, 16\]，名字表明是 Key · Value：k\.npy \[50, 16\]，手动选择$/);
-  assert.match(await description(page), /^上传数据：注意力 \[S=8, T=50\]：8 个查询步 × 50 个 token；KV \[T=50, d=16\]：50 个 token × 16 个通道；生成数据：V 为 T=50 × d=16（0 个偏斜通道），种子 1$/);
+  assert.match(await description(page), /^上传数据：注意力 \[S=8, T=50\]：8 个查询步 × 50 个 token；K \[T=50, d=16\]：50 个 token × 16 个通道；生成数据：V 为 T=50 × d=16（0 个偏斜通道），种子 1$/);
   assert.deepEqual(problems, []);
 });
 

@@ -299,7 +299,7 @@ test('an upload is described in the page\'s language: file list, data descriptio
     'v.npy: npy 1.0, <f4 (float32), C order, shape [2, 40, 8]',
   ]);
   assert.equal(en.description.text, 'uploaded: attention [H=2, S=16, T=40]: mean over 2 heads; 16 query steps '
-    + 'over 40 tokens; KV [T=40, d=8]: 40 tokens x 8 channels; V: KV [H=2, T=40, d=8]: head 1 of 2 (heads 0 to 1); '
+    + 'over 40 tokens; K [T=40, d=8]: 40 tokens x 8 channels; V [H=2, T=40, d=8]: head 1 of 2 (heads 0 to 1); '
     + '40 tokens x 8 channels');
   assert.match(en.warnings.text, /^heads\.npy: 16 of 32 attention rows do not sum to 1 \(±0\.01\); the worst is row \[1, \d+\] with sum 1\.3000001\. Normalise/);
 
@@ -312,7 +312,7 @@ test('an upload is described in the page\'s language: file list, data descriptio
     'v.npy：npy 1.0，<f4 (float32)，C 顺序，形状 [2, 40, 8]',
   ]);
   assert.equal(zh.description.text, '上传数据：注意力 [H=2, S=16, T=40]：2 个头的平均；16 个查询步 × 40 个 token；'
-    + 'KV [T=40, d=8]：40 个 token × 8 个通道；V：KV [H=2, T=40, d=8]：2 个头中的第 1 个（头 0 到 1）；40 个 token × 8 个通道');
+    + 'K [T=40, d=8]：40 个 token × 8 个通道；V [H=2, T=40, d=8]：2 个头中的第 1 个（头 0 到 1）；40 个 token × 8 个通道');
   assert.match(zh.warnings.text, /^heads\.npy：32 行注意力中有 16 行之和不为 1（±0\.01）；偏差最大的是第 \[1, \d+\] 行，和为 1\.3000001。/);
   // The numbers are the English line's.
   const numbers = (s) => s.match(/\d+(\.\d+)?/g);

@@ -68,6 +68,7 @@ function fakePort() {
 const DEFAULTS = {
   tokens: 512, steps: 64, channels: 64, outliers: 4, skewed: 0, seed: 1,
   bits: 4, scheme: 'symmetric', budget: 128, recent: 32, window: 16, future: 16, channel: null, kernel: 7,
+  method: 'h2o', sinks: 4,
 };
 
 beforeEach(() => {
@@ -155,6 +156,36 @@ test('a scheme that leaves the bits below its fewest raises them with it, said a
   // (back to asymmetric: 2 bits are within its range, nothing moves)
   change(control('scheme'), 'scheme', 'asymmetric', true);
   assert.equal(app.settings.bits, 2);
+});
+
+test('a switch to StreamingLLM with more sinks than B brings them to B, said beside them (Rust\'s METHOD_BOUNDS)', async () => {
+  for (const [from, budget] of [['h2o', 1], ['snapkv', 2], ['h2o', 3]]) {
+    port = fakePort();
+    connectUpdates(port);
+    Object.assign(app, { clamped: null, pending: new Map(), inFlight: false, frame: 0 });
+    Object.assign(app.settings, { method: from, budget, sinks: 4 });
+    Object.assign(app.good, { method: from, budget, sinks: 4 });
+    change(control('method'), 'method', 'streaming', true);
+    assert.deepEqual(port.shown, [['sinks', budget]], 'the sinks show B at once');
+    assert.equal(app.clamped.control, control('sinks'), 'said beside the sinks');
+    assert.deepEqual(app.clamped.refusal, { kind: 'forMethod.sinks', value: 4, method: 'streaming', used: budget });
+    await settle();
+    assert.deepEqual(port.sends[0].keys, ['method', 'sinks'], 'one request, the method and its sinks');
+    assert.deepEqual([port.sends[0].settings.sinks, port.sends[0].settings.budget], [budget, budget]);
+    port.sends[0].reply();
+    await settle();
+  }
+  // Sinks within B, or a switch to a method that reads no sinks: nothing moves.
+  for (const [to, sinks] of [['streaming', 4], ['snapkv', 9], ['h2o', 9]]) {
+    port = fakePort();
+    connectUpdates(port);
+    Object.assign(app, { clamped: null, pending: new Map(), inFlight: false, frame: 0 });
+    Object.assign(app.settings, { method: to === 'h2o' ? 'streaming' : 'h2o', budget: 4, sinks });
+    change(control('method'), 'method', to, true);
+    assert.deepEqual(port.shown, []);
+    assert.equal(app.clamped, null);
+    assert.equal(app.settings.sinks, sinks);
+  }
 });
 
 test('the data\'s counts take what they bound along; a count typed past its bound is said', async () => {

@@ -14,7 +14,7 @@ import { reportError } from './errors.js';
 import { showWarnings } from './warnings.js';
 import { redraw, completeComparison, drawStale } from './schedule.js';
 import { applyAll, useGenerated } from './apply.js';
-import { forgetKeptView } from './url.js';
+import { forgetKeptView, embedLink } from './url.js';
 import { paintAhead } from './first-view.js';
 
 /** Wires every button and the browser's events (once, with the controls). */
@@ -38,6 +38,24 @@ export function wireButtons() {
     }
     setTimeout(() => { $('#share').textContent = t(app.lang, 'share'); }, 2000);
   });
+  // Each section's own ?embed= link with the view's settings: copied, and shown beside the
+  // button (to select by hand where the clipboard is refused) until the next copy.
+  for (const b of document.querySelectorAll('[data-embed]')) {
+    b.addEventListener('click', async () => {
+      const link = embedLink(b.dataset.embed);
+      const out = b.parentElement.querySelector('.embed-url');
+      out.textContent = link;
+      out.dataset.value = link;
+      out.hidden = false;
+      try {
+        await navigator.clipboard.writeText(link);
+        b.textContent = t(app.lang, 'embed.copied');
+      } catch {
+        b.textContent = t(app.lang, 'embed.select');
+      }
+      setTimeout(() => { b.textContent = t(app.lang, 'embed.copy'); }, 2000);
+    });
+  }
   const exportText = (op, name, type) => async () => {
     try {
       download(name, new Blob([await request(op, {})], { type }));

@@ -6,7 +6,7 @@
 // transaction runs as well against a fake one (tests/unit/update.test.mjs).
 
 import { app } from './store.js';
-import { FIELDS, BOUNDS, LEAST_BITS } from '../fields.js';
+import { FIELDS, BOUNDS, LEAST_BITS, METHOD_BOUNDS } from '../fields.js';
 import { SECTIONS_OF, ALL, limitOf } from './registry.js';
 
 /**
@@ -72,6 +72,17 @@ function follow(key, control) {
       const refusal = { kind: 'bitsForScheme', value: valid('bits'), scheme: s.scheme, used: least };
       app.clamped = { control: port.controlOf('bits'), field: 'bits', refusalOf: 'repair', repaired: true, refusal };
       move('bits', least);
+    }
+  }
+  // (a method switch never lands on a value the new method refuses: StreamingLLM's sinks
+  // above B are brought down to B and said beside them; the note goes with their next move)
+  if (key === 'method') {
+    for (const b of METHOD_BOUNDS) {
+      const [v, limit] = [valid(b.key), valid(b.by)];
+      if (b.method !== s.method || !(v > limit)) continue;
+      const refusal = { kind: `forMethod.${b.key}`, value: v, method: s.method, used: limit };
+      app.clamped = { control: port.controlOf(b.key), field: b.key, refusalOf: 'repair', repaired: true, refusal };
+      move(b.key, limit);
     }
   }
   // (each key moved moves what it bounds: T takes S along, and S takes w)

@@ -20,32 +20,47 @@ export function startQuery() {
   }
 }
 
+/**
+ * The link's query of the view whose settings' query is `q` (the engine's). A view on uploaded
+ * data says so in its link, which cannot carry the files (`data=upload`: the engine's parser
+ * ignores the key; a page opened on it says what it shows instead). The model's data is
+ * carried whole: its prompt, layer and head (`data=model`).
+ */
+export function linkQuery(q = app.query) {
+  if (!app.upload) return q;
+  const params = new URLSearchParams(q);
+  const model = app.upload.model;
+  params.set('data', model ? 'model' : 'upload');
+  if (model) {
+    params.set('prompt', model.prompt);
+    params.set('model_layer', String(model.layer));
+    params.set('model_head', String(model.head));
+    // (section 5's fact, once asked)
+    const fact = app.needleAsk;
+    if (fact) {
+      params.set('fact_name', fact.key);
+      params.set('fact_number', fact.value);
+      params.set('fact_distance', String(fact.distance));
+      params.set('fact_asked', fact.before ? 'before' : 'after');
+    }
+  }
+  return params.toString();
+}
+
+/**
+ * The link that shows section `section` alone (`?embed=`, for an iframe) with the view's
+ * settings: the page's own address with the view's query.
+ */
+export function embedLink(section) {
+  const params = new URLSearchParams(linkQuery());
+  params.set('embed', section);
+  return `${window.location.origin}${window.location.pathname}?${params}`;
+}
+
 /** Records the view in the URL (push on committed changes, replace while dragging). */
 export function recordUrl(push, q = app.query) {
   app.query = q;
-  // A view on uploaded data says so in its link, which cannot carry the files (`data=upload`:
-  // the engine's parser ignores the key; a page opened on it says what it shows instead).
-  // The model's data is carried whole: its prompt, layer and head (`data=model`).
-  let shown = q;
-  if (app.upload) {
-    const params = new URLSearchParams(q);
-    const model = app.upload.model;
-    params.set('data', model ? 'model' : 'upload');
-    if (model) {
-      params.set('prompt', model.prompt);
-      params.set('model_layer', String(model.layer));
-      params.set('model_head', String(model.head));
-      // (section 5's fact, once asked)
-      const fact = app.needleAsk;
-      if (fact) {
-        params.set('fact_name', fact.key);
-        params.set('fact_number', fact.value);
-        params.set('fact_distance', String(fact.distance));
-        params.set('fact_asked', fact.before ? 'before' : 'after');
-      }
-    }
-    shown = params.toString();
-  }
+  const shown = linkQuery(q);
   const url = `${window.location.pathname}${shown ? `?${shown}` : ''}${window.location.hash}`;
   if (url !== `${window.location.pathname}${window.location.search}${window.location.hash}`) {
     if (push) window.history.pushState(null, '', url);

@@ -12,6 +12,7 @@ import { writeCompare } from './compare.js';
 import { writeTogether } from './together.js';
 import { writeModelFigures } from './model-run.js';
 import { writeData } from './data.js';
+import { writeEmbedSettings } from './embed.js';
 
 /** The page as the section writers need to know it. */
 export const sectionContext = () => ({
@@ -36,6 +37,7 @@ const WRITERS = [
   // figures on screen until the catch-up computes it.)
   (f, ctx) => f.pending || writeCompare(f.compare, f.data.steps, ctx),
   (f, ctx) => f.kiviPending || writeKivi(f.kivi, ctx),
+  writeEmbedSettings,
 ];
 
 function writeFigures(f) {

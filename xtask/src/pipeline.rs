@@ -32,6 +32,17 @@ use crate::{run_status, serve, show, site, wasm, Result, Workspace};
 /// How long the browser tests may take before they are stopped and counted as failed.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// [`BROWSER_TIMEOUT`], or `KVLAB_BROWSER_TIMEOUT` seconds where a run sets it: on two cores
+/// shared with another build or browser run, the browser tests take longer than on a machine
+/// of their own, and a run stopped at 600 s says nothing about the tests it did not reach.
+fn browser_timeout() -> Duration {
+    std::env::var("KVLAB_BROWSER_TIMEOUT")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(BROWSER_TIMEOUT, Duration::from_secs)
+}
+
 /// Passed and failed test counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -602,7 +613,7 @@ fn browser_tests(
             .env("KVLAB_URL", &url)
             .env("KVLAB_CHROMIUM", chromium)
             .env("KVLAB_ARTIFACTS", &artifacts),
-        BROWSER_TIMEOUT,
+        browser_timeout(),
     );
     server.stop();
     result

@@ -520,6 +520,12 @@ impl KvAbout {
     /// The English line, e.g. `KV [L=32, H=8, T=512, d=128]: layer 5 of 32 (layers 0 to 31),
     /// head 3 of 8 (heads 0 to 7); 512 tokens x 128 channels`.
     pub fn english(&self) -> String {
+        self.english_as("KV")
+    }
+
+    /// The English line with `name` in place of `KV`: the upload's description names the
+    /// role a matrix plays, `K [T=40, d=8]: 40 tokens x 8 channels` or `V [...]: ...`.
+    pub fn english_as(&self, name: &str) -> String {
         let (t, d) = (self.tokens, self.channels);
         let (dims, pick_text) = match (self.layers, self.heads) {
             (Some(l), Some(h)) => (
@@ -542,7 +548,7 @@ impl KvAbout {
             ),
             _ => (format!("[T={t}, d={d}]"), String::new()),
         };
-        format!("KV {dims}: {pick_text}{t} tokens x {d} channels")
+        format!("{name} {dims}: {pick_text}{t} tokens x {d} channels")
     }
 }
 

@@ -73,7 +73,8 @@ export function describeFile(file, about) {
  */
 function describeUpload(u, d) {
   const tr = (key) => t(app.lang, key);
-  const kv = (k) => fill(tr('upload.kv'), {
+  const kv = (k, name) => fill(tr('upload.kv'), {
+    name,
     dims: `[${[k.layers != null && `L=${k.layers}`, k.heads != null && `H=${k.heads}`, `T=${k.tokens}`, `d=${k.channels}`].filter(Boolean).join(', ')}]`,
     pick: k.heads == null ? '' : fill(tr(k.layers != null ? 'upload.kv.layer-head' : 'upload.kv.head'), {
       layer: k.layer, layers: k.layers, lastLayer: k.layers - 1, head: k.head, heads: k.heads, lastHead: k.heads - 1,
@@ -83,8 +84,8 @@ function describeUpload(u, d) {
   });
   const uploaded = [
     u.attention && describeAttention(u.attention),
-    u.keys && kv(u.keys),
-    u.values && fill(tr('upload.values'), { kv: kv(u.values) }),
+    u.keys && kv(u.keys, 'K'),
+    u.values && kv(u.values, 'V'),
   ].filter(Boolean);
   const said = fill(tr('upload.description'), { parts: uploaded.join(tr('upload.join')) })
     + (u.tokensFrom ? fill(tr('upload.tokens'), { file: u.tokensFrom }) : '');

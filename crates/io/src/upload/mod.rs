@@ -203,13 +203,13 @@ pub struct UploadFigures {
 
 impl UploadFigures {
     /// The English description of the uploaded parts, e.g. `uploaded: attention [S=16, T=40]:
-    /// 16 query steps over 40 tokens; KV [T=40, d=8]: 40 tokens x 8 channels`; the lab adds
+    /// 16 query steps over 40 tokens; K [T=40, d=8]: 40 tokens x 8 channels`; the lab adds
     /// what it generated for the others.
     pub fn english(&self) -> String {
         let parts: Vec<String> = [
             self.attention.as_ref().map(AttentionAbout::english),
-            self.keys.as_ref().map(KvAbout::english),
-            self.values.as_ref().map(|v| format!("V: {}", v.english())),
+            self.keys.as_ref().map(|k| k.english_as("K")),
+            self.values.as_ref().map(|v| v.english_as("V")),
         ]
         .into_iter()
         .flatten()
@@ -575,8 +575,8 @@ mod tests {
         assert_eq!(
             about.english(),
             "uploaded: attention [H=2, S=2, T=3]: max over 2 heads (rows no longer sum to 1); \
-             2 query steps over 3 tokens; KV [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens \
-             x 2 channels; V: KV [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens x 2 channels"
+             2 query steps over 3 tokens; K [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens \
+             x 2 channels; V [H=2, T=3, d=2]: head 1 of 2 (heads 0 to 1); 3 tokens x 2 channels"
         );
         assert_eq!(
             about.attention.as_ref().map(|a| (a.pick, a.heads)),
@@ -615,7 +615,7 @@ mod tests {
         assert!(c.values().is_none());
         assert_eq!(
             c.description(),
-            "uploaded: attention [S=2, T=3]: 2 query steps over 3 tokens; KV [T=3, d=2]: 3 \
+            "uploaded: attention [S=2, T=3]: 2 query steps over 3 tokens; K [T=3, d=2]: 3 \
              tokens x 2 channels"
         );
         let e = up.choose(&choice("a.csv", "k4.csv")).unwrap_err();
@@ -667,7 +667,7 @@ mod tests {
         assert_eq!((c.tokens(), c.values().map(Matrix::cols)), (3, Some(2)));
         assert_eq!(
             c.description(),
-            "uploaded: V: KV [T=3, d=2]: 3 tokens x 2 channels"
+            "uploaded: V [T=3, d=2]: 3 tokens x 2 channels"
         );
         let e = up.choose(&only("", "", None)).unwrap_err();
         assert_eq!(e, UploadError::NothingChosen);
