@@ -33,8 +33,9 @@ async function said(page) {
 test('the page has a start, a line per section, and each unusual term explained where it appears, in both languages', async () => {
   const { page, problems } = await open(browser.context, urlWith({ lang: 'en' }));
   const en = await said(page);
-  // Quantization, then selection, then the budget that adds them up, then both together.
-  assert.deepEqual(en.path, ['#quant', '#select', '#budget', '#together']);
+  // Quantization, then selection, then the budget that adds them up, then both together, then
+  // what compression does to a model (the needle issue: the first path reaches section 5).
+  assert.deepEqual(en.path, ['#quant', '#select', '#budget', '#together', '#real-model']);
   assert.match(en.pathText, /^New here\?/);
   for (const s of SECTIONS) assert.ok(en.tries[s].length > 40, `${s}: ${en.tries[s]}`);
   assert.match(en.tries.quant, /drag Bits/);

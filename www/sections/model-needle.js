@@ -69,13 +69,13 @@ export function onAccuracyRestart(fn) {
   restartAccuracy = fn;
 }
 
-/** Takes every cache's answer at the settings now in use (measured with the model's headline). */
+/** Takes every cache's answer at the settings now in use (with the headline, or as the first detail). */
 export function tookNeedleAnswers(answers) {
   if (!answers || !app.needle) return;
   app.needle = { ...app.needle, answers };
 }
 
-/** The bytes of `text` as spans: kept shares shaded by fifths, the fact marked, the question underlined. */
+/** The bytes of `text` as spans: kept shares shaded in quarters, the fact marked, the question underlined. */
 function strip(c, kept) {
   const out = document.createDocumentFragment();
   let run = null;

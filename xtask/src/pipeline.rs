@@ -29,12 +29,14 @@ use std::time::{Duration, Instant};
 
 use crate::{run_status, serve, show, site, wasm, Result, Workspace};
 
-/// How long the browser tests may take before they are stopped and counted as failed.
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the browser tests may take before they are stopped and counted as failed (900 s
+/// since section 5's needle test and issue 38's tests: about 500 s on two cores of their own,
+/// which left too little room under 600; CI's 90 minutes hold it easily).
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// [`BROWSER_TIMEOUT`], or `KVLAB_BROWSER_TIMEOUT` seconds where a run sets it: on two cores
 /// shared with another build or browser run, the browser tests take longer than on a machine
-/// of their own, and a run stopped at 600 s says nothing about the tests it did not reach.
+/// of their own, and a run stopped at the limit says nothing about the tests it did not reach.
 fn browser_timeout() -> Duration {
     std::env::var("KVLAB_BROWSER_TIMEOUT")
         .ok()
