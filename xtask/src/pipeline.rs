@@ -29,10 +29,11 @@ use std::time::{Duration, Instant};
 
 use crate::{run_status, serve, show, site, wasm, Result, Workspace};
 
-/// How long the browser tests may take before they are stopped and counted as failed (900 s
-/// since section 5's needle test and issue 38's tests: about 500 s on two cores of their own,
-/// which left too little room under 600; CI's 90 minutes hold it easily).
-const BROWSER_TIMEOUT: Duration = Duration::from_secs(900);
+/// How long the browser tests may take before they are stopped and counted as failed: a hang's
+/// stop, not a speed target. 1,200 s since section 5's needle test and issue 38's tests (157
+/// tests took 824-836 s on two cores shared with another run, so 600 left no room on a slower
+/// machine); CI's 90 minutes hold it easily.
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// [`BROWSER_TIMEOUT`], or `KVLAB_BROWSER_TIMEOUT` seconds where a run sets it: on two cores
 /// shared with another build or browser run, the browser tests take longer than on a machine
