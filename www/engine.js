@@ -343,15 +343,15 @@ export function createEngine(post, wasm, build, timeline = {}, compiledBy = 'eng
       }
     },
     /**
-     * `{key, value, distance, before}`: the learner's fact (`key` is `value`, asked `distance`
-     * bytes of the held-out text later) built and run by the model, and every cache's answer
+     * `{key, value, distance, before, text}`: the learner's fact (`key` is `value`, asked
+     * `distance` bytes of `text`, the learner's own, or of the held-out text later) built and run by the model, and every cache's answer
      * at the current settings, the question read before the compression or after it:
      * `{case: {text, fact, asked, answer, most}, answers, ms}`. A fact that cannot be asked is
      * refused with its fields (`refusalOf: 'needle'`), the last one asked kept.
      */
-    needle: async ({ id, key, value, distance, before }) => {
+    needle: async ({ id, key, value, distance, before, text: own = null }) => {
       const model = await theModel((stage) => post({ id, progress: stage }));
-      const text = await heldout();
+      const text = own ?? await heldout();
       const t0 = now();
       const c = JSON.parse(model.needle(key, value, distance, text));
       needleBefore = Boolean(before);

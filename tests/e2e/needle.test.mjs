@@ -106,6 +106,16 @@ test('a fact that cannot be asked is refused in words beside its control, and th
   assert.equal(await page.locator('#needle-distance').getAttribute('max'), '195');
   await page.locator('#lang').click(); // (the language is kept in this browser: English again)
   await settle(page);
+  // the learner's own text around the fact: the data section's prompt, or a refusal in words
+  await page.locator('#needle-own').check();
+  await page.waitForFunction(() => document.querySelector('#needle-prompt').textContent.startsWith('In the beginning God created'));
+  assert.equal(await page.locator('#needle-prompt').getAttribute('data-fact'), 'The number of Mirabel is 2026.');
+  await page.locator('#model-prompt').fill('In the beginning');
+  await page.locator('#needle-own').uncheck();
+  await page.locator('#needle-own').check();
+  const own = page.locator('#needle-own').locator('xpath=../..').locator('.error');
+  await own.waitFor();
+  assert.match(await own.textContent(), /^The text has 16 bytes; the case needs \d+ around the fact: give more text\.$/);
   assert.deepEqual(problems, []);
 });
 

@@ -21,6 +21,8 @@ function asking() {
     value: $('#needle-value').value,
     distance: Number($('#needle-distance').value),
     before: $('#needle-before').checked,
+    // (the learner's own text around the fact: the data section's prompt)
+    text: $('#needle-own').checked ? $('#model-prompt').value : null,
   };
 }
 
@@ -33,7 +35,7 @@ export async function askNeedle() {
   const ask = asking();
   const start = performance.now();
   const seq = (app.needleSeq = (app.needleSeq ?? 0) + 1);
-  for (const id of ['#needle-key', '#needle-value', '#needle-distance']) {
+  for (const id of ['#needle-key', '#needle-value', '#needle-distance', '#needle-own']) {
     const slot = errorSlot($(id));
     if (slot) slot.hidden = true;
     $(id).removeAttribute('aria-invalid');
@@ -58,7 +60,8 @@ export async function askNeedle() {
   } catch (e) {
     if (seq !== app.needleSeq) return;
     const f = e?.refusal;
-    const at = f?.kind === 'long' ? '#needle-distance' : f?.what === 'value' ? '#needle-value' : '#needle-key';
+    const at = { long: '#needle-distance', text: '#needle-own' }[f?.kind]
+      ?? (f?.what === 'value' ? '#needle-value' : '#needle-key');
     reportError($(at), e);
   }
 }
@@ -255,6 +258,7 @@ export function wireNeedle() {
     soon();
   });
   $('#needle-before').addEventListener('change', askNeedle);
+  $('#needle-own').addEventListener('change', askNeedle);
   $('#needle-new').addEventListener('click', (ev) => drawFact(ev.target));
 }
 
