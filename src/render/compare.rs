@@ -256,7 +256,8 @@ pub fn tradeoff<DB: DrawingBackend>(
     for (i, c) in view.curves.iter().enumerate() {
         let color = style.palette_color(i);
         // (in order of x by insertion, ties kept in their order: a curve has a few points,
-        // and the library's stable sort brought 2.5 kB gzip of code into the page's module)
+        // and the library's stable sort would bring its code into the page's module,
+        // benches/README.md "The needle test")
         let mut pts: Vec<(f64, f64)> = Vec::with_capacity(c.points.len());
         for &(x, y) in c
             .points

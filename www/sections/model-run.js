@@ -115,37 +115,20 @@ export function tookModel(model) {
  */
 export function sweepModel(asked) {
   app.sweepFor = null;
-  const step = async () => {
-    if (app.model !== asked) return;
-    if (!app.compareVisible) {
-      app.sweepFor = asked; // (the observer goes on when section 3b comes on screen)
-      return;
-    }
-    if (app.inFlight || app.pending.size) {
-      app.detailsTimer = window.setTimeout(step, 150);
-      return;
-    }
-    let d;
-    try {
-      d = await request('modelPart', { part: 'sweep' });
-    } catch (e) {
-      if (!e.stopped) showError(null, e.message);
-      return;
-    }
-    if (app.model !== asked || !d) return;
-    if (d.Err) {
-      showError(null, d.Err);
-      return;
-    }
-    performance.measure('kvlab:model:sweep', { start: performance.now() - d.ms, duration: d.ms });
-    if (d.Ok.curveDone) {
-      app.stale.add('model-tradeoff');
-      scheduleCatchUp(0);
-    }
-    if (d.Ok.done) performance.mark('kvlab:model:swept'); // (the tests wait for it)
-    else app.detailsTimer = window.setTimeout(step, 0);
-  };
-  step();
+  sweepParts(asked, {
+    part: 'sweep',
+    timer: 'detailsTimer',
+    onScreen: () => app.compareVisible,
+    park: () => { app.sweepFor = asked; }, // (the observer goes on when section 3b comes on screen)
+    took: (r) => {
+      if (r.curveDone) {
+        app.stale.add('model-tradeoff');
+        scheduleCatchUp(0);
+      }
+      if (r.done) performance.mark('kvlab:model:swept'); // (the tests wait for it)
+      return r.done;
+    },
+  });
 }
 
 /**
@@ -158,19 +141,50 @@ export function sweepAccuracy(asked) {
   app.accuracyFor = null;
   window.clearTimeout(app.accuracyTimer);
   const chart = $('#needle-chart');
+  chart.classList.add('stale');
+  sweepParts(asked, {
+    part: 'accuracy',
+    timer: 'accuracyTimer',
+    ready: () => Boolean(app.needle),
+    onScreen: () => app.modelVisible,
+    park: () => { app.accuracyFor = asked; }, // (the observer goes on when section 5 comes on screen)
+    took: (r) => {
+      if (r.summary) {
+        app.needleSummary = r.summary;
+        writeOrder(sectionContext());
+      }
+      if (r.curveDone || r.done) {
+        app.stale.add('needle');
+        scheduleCatchUp(0);
+      }
+      chart.classList.toggle('stale', !r.done);
+      if (r.done) performance.mark('kvlab:needle:swept'); // (the tests wait for it)
+      return r.done;
+    },
+  });
+}
+
+/**
+ * Asks the engine for the model's `part` (section 3b's trade-off or section 5's accuracy),
+ * one request at a time, while `asked` is the model in use, `ready()` holds and its section is
+ * on screen (`onScreen()`; else `park()`, and the section's observer goes on); while the
+ * controls move it waits (`app[timer]`). `took(reply)` takes each answer and says whether the
+ * part is done.
+ */
+function sweepParts(asked, { part, timer, onScreen, park, took, ready = () => true }) {
   const step = async () => {
-    if (app.model !== asked || !app.needle) return;
-    if (!app.modelVisible) {
-      app.accuracyFor = asked; // (the observer goes on when section 5 comes on screen)
+    if (app.model !== asked || !ready()) return;
+    if (!onScreen()) {
+      park();
       return;
     }
     if (app.inFlight || app.pending.size) {
-      app.accuracyTimer = window.setTimeout(step, 150);
+      app[timer] = window.setTimeout(step, 150);
       return;
     }
     let d;
     try {
-      d = await request('modelPart', { part: 'accuracy' });
+      d = await request('modelPart', { part });
     } catch (e) {
       if (!e.stopped) showError(null, e.message);
       return;
@@ -180,20 +194,9 @@ export function sweepAccuracy(asked) {
       showError(null, d.Err);
       return;
     }
-    performance.measure('kvlab:model:accuracy', { start: performance.now() - d.ms, duration: d.ms });
-    if (d.Ok.summary) {
-      app.needleSummary = d.Ok.summary;
-      writeOrder(sectionContext());
-    }
-    if (d.Ok.curveDone || d.Ok.done) {
-      app.stale.add('needle');
-      scheduleCatchUp(0);
-    }
-    chart.classList.toggle('stale', !d.Ok.done);
-    if (d.Ok.done) performance.mark('kvlab:needle:swept'); // (the tests wait for it)
-    else app.accuracyTimer = window.setTimeout(step, 0);
+    performance.measure(`kvlab:model:${part}`, { start: performance.now() - d.ms, duration: d.ms });
+    if (!took(d.Ok)) app[timer] = window.setTimeout(step, 0);
   };
-  chart.classList.add('stale');
   step();
 }
 onAccuracyRestart(() => sweepAccuracy(app.model));

@@ -167,10 +167,7 @@ pub fn needle_row(
     asked: Asked,
     memo: &mut Answers,
 ) -> Result<Vec<NeedlePoint>, EvalError> {
-    let prefill = match asked {
-        Asked::Before => case.answer.start + 1,
-        Asked::After => case.asked + 1,
-    };
+    let prefill = kvlab_core::lm::needle::prefill(case, asked);
     let budgets = NEEDLE_BUDGETS
         .iter()
         .copied()

@@ -173,8 +173,8 @@ fn quant_config(q: &QuantAccounting) -> QuantConfig {
 /// Rows `rows` of `m`'s columns `0..cols` (the columns are tokens).
 fn block(m: &Matrix, rows: std::ops::Range<usize>, cols: usize) -> Result<Matrix, EvalError> {
     let n = rows.len();
-    // (row by row into room made once: an element-wise collect was a fifth of the needle
-    // chart's time, a block for every head of every answer)
+    // (row by row into room made once, not an element-wise collect: a block is copied for
+    // every head of every answer the needle test generates)
     let mut data = Vec::with_capacity(n * cols);
     for r in m.iter_rows().skip(rows.start).take(n) {
         data.extend_from_slice(&r[..cols]);
@@ -235,7 +235,7 @@ fn share_by_mass(scores: &[Vec<f32>], p: usize, budget: usize, recent: usize) ->
         }
     }
     // (a total order, every tie broken: unstable gives the same order without bringing a
-    // stable sort's code, 4 kB, into the model's module)
+    // stable sort's code into the model's module)
     pool.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     let slots = scores.len() * (budget - r);
     let mut kept: Vec<Vec<usize>> = vec![(prefix..p).collect(); scores.len()];

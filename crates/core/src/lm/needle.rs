@@ -66,6 +66,17 @@ pub fn tokens(case: &Case) -> Vec<u8> {
     t
 }
 
+/// The tokens of `case`'s prefill, the BOS included: the whole prompt (up to the answer) when
+/// the question is read before the compression, the prompt up to the question when after (a
+/// question that would start at or past its answer: the whole prompt).
+pub fn prefill(case: &Case, asked: Asked) -> usize {
+    let prompt = case.answer.start + 1;
+    match asked {
+        Asked::Before => prompt,
+        Asked::After => (case.asked + 1).min(prompt),
+    }
+}
+
 /// The answer of the cache `spec` (`None`: the full cache) to `case`, whose tokens' full
 /// forward ([`tokens`]) is `run`, the question read as `asked` says.
 pub fn answer(
@@ -85,8 +96,8 @@ pub fn answer(
 /// once.
 #[derive(Debug, Clone, Default)]
 pub struct Answers {
-    // (a list, searched: a case meets a few dozen caches; a map and its hasher would cost the
-    // model's module 3 kB)
+    // (a list, searched: a case meets a few dozen caches, and a map with its hasher would
+    // bring their code into the model's module, benches/README.md "The needle test")
     seen: Vec<(u64, Vec<u8>, Vec<bool>)>,
     /// Whether an answer stops at its first wrong byte ([`Answers::scoring`]).
     scoring: bool,
@@ -203,11 +214,7 @@ fn answer_with(
     }
     // (token k is byte k - 1: the prompt is the BOS and the bytes before the answer)
     let prompt = case.answer.start + 1;
-    // (a question that would start at or past its answer: the prompt is the prefill)
-    let prefill = match asked {
-        Asked::Before => prompt,
-        Asked::After => (case.asked + 1).min(prompt),
-    };
+    let prefill = prefill(case, asked);
     let (compressed, bytes_of) = compress(prefill)?;
     if let Some((bytes, right)) = known(&compressed) {
         return Ok(Answer {
